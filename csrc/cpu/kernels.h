@@ -1,0 +1,13 @@
+// CPU kernels, one per op, over problems validated and planned by tiles/problems.h.
+#pragma once
+
+#include "tiles/problems.h"
+
+namespace tiles::cpu {
+
+void map(const MapProblem& p);
+void zip(const ZipProblem& p);
+void reduce(const ReduceProblem& p);
+void bmm(const BmmProblem& p);
+
+}  // namespace tiles::cpu

@@ -1,0 +1,58 @@
+// What each op computes, validated and laid out, independent of the backend that computes it.
+//
+// The CPU and CUDA entry points both call make_*_problem(): it checks the arguments (raising errors
+// that name the op, the argument and the problem), allocates the contiguous output, and builds the
+// coalesced strided plan. The backend then only launches kernels on it. Host-only code.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include <ATen/core/Tensor.h>
+
+#include "tiles/functions.h"
+#include "tiles/loads.h"
+#include "tiles/strided.h"
+
+namespace tiles {
+
+struct MapProblem {
+  at::Tensor out, x;
+  MapFn fn;
+  StridedIndexer<1> in;  // x's offsets over the output's (= x's) shape
+  int64_t numel;
+};
+
+struct ZipProblem {
+  at::Tensor out, a, b;
+  ZipFn fn;
+  StridedIndexer<2> in;  // a's and b's offsets over the broadcast shape
+  int64_t numel;
+  bool same_dtype;       // a, b and out share one dtype: no per-element conversion needed
+};
+
+struct ReduceProblem {
+  at::Tensor out, x;
+  ReduceFn fn;
+  StridedIndexer<1> outer;  // output position -> offset of its first input element
+  StridedIndexer<1> inner;  // position within one reduction -> offset from that first element
+  int64_t num_out, num_in;  // outputs, and input elements reduced into each
+};
+
+// out[b] = a[b] @ b[b]; a batch stride of 0 broadcasts an operand.
+struct BmmProblem {
+  at::Tensor out, a, b;
+  int64_t batch, m, n, k;
+  int64_t a_strides[3], b_strides[3];  // (batch, row, col) in elements
+  // out is a new contiguous [batch, m, n] tensor (viewed as [m, n] for 2-D inputs)
+};
+
+MapProblem make_map_problem(const at::Tensor& x, std::string_view fn);
+ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::string_view fn);
+ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                  std::string_view fn, bool keepdim);
+BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b);
+
+Dtype to_dtype(at::ScalarType t);
+
+}  // namespace tiles

@@ -1,0 +1,163 @@
+// Argument checks, output allocation and strided plans for the four ops (see tiles/problems.h).
+#include "tiles/problems.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+
+#include <sstream>
+
+namespace tiles {
+namespace {
+
+template <class Fn, size_t N>
+Fn parse_fn(const char* op, std::string_view fn, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (fn == names[i]) return Fn(i);
+  std::ostringstream valid;
+  for (size_t i = 0; i < N; ++i) valid << (i ? ", " : "") << names[i];
+  TORCH_CHECK(false, op, ": unknown fn '", fn, "'; valid names are: ", valid.str());
+}
+
+void check_float(const char* op, const char* arg, const at::Tensor& t) {
+  const auto s = t.scalar_type();
+  TORCH_CHECK(s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || s == at::kDouble, op,
+              ": argument '", arg, "' has dtype ", s,
+              "; expected a float tensor (float16, bfloat16, float32 or float64)");
+}
+
+void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(), op, ": arguments 'a' and 'b' must be on the same device, got ",
+              a.device(), " and ", b.device());
+}
+
+std::vector<int64_t> broadcast_shape(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  const int64_t nd = std::max(a.dim(), b.dim());
+  std::vector<int64_t> shape(nd);
+  for (int64_t i = 1; i <= nd; ++i) {  // right-aligned
+    const int64_t sa = i <= a.dim() ? a.size(-i) : 1;
+    const int64_t sb = i <= b.dim() ? b.size(-i) : 1;
+    TORCH_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", a.sizes(), " (a) and ", b.sizes(),
+                " (b) do not broadcast: size ", sa, " vs ", sb, " at dim ", -i);
+    shape[nd - i] = sa == 1 ? sb : sa;
+  }
+  return shape;
+}
+
+}  // namespace
+
+Dtype to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return Dtype::Half;
+    case at::kBFloat16: return Dtype::BFloat16;
+    case at::kFloat: return Dtype::Float;
+    default: return Dtype::Double;
+  }
+}
+
+MapProblem make_map_problem(const at::Tensor& x, std::string_view fn) {
+  constexpr const char* op = "tiles::map";
+  const MapFn f = parse_fn<MapFn>(op, fn, kMapFnNames);
+  check_float(op, "x", x);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  auto in = make_indexer<1>(op, x.sizes(), {x.strides().vec()});
+  return {out, x, f, in, x.numel()};
+}
+
+ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::string_view fn) {
+  constexpr const char* op = "tiles::zip";
+  const ZipFn f = parse_fn<ZipFn>(op, fn, kZipFnNames);
+  check_float(op, "a", a);
+  check_float(op, "b", b);
+  check_same_device(op, a, b);
+  const auto shape = broadcast_shape(op, a, b);
+  const auto dtype = at::result_type(a, b);
+  at::Tensor out = at::empty(shape, a.options().dtype(dtype));
+  auto in = make_indexer<2>(op, shape, {broadcast_strides(shape, a.sizes(), a.strides()),
+                                        broadcast_strides(shape, b.sizes(), b.strides())});
+  const bool same = a.scalar_type() == dtype && b.scalar_type() == dtype;
+  return {out, a, b, f, in, out.numel(), same};
+}
+
+ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                  std::string_view fn, bool keepdim) {
+  constexpr const char* op = "tiles::reduce";
+  const ReduceFn f = parse_fn<ReduceFn>(op, fn, kReduceFnNames);
+  check_float(op, "x", x);
+
+  // Which dims are reduced. None and [] both mean all dims, as in PyTorch.
+  const int64_t nd = x.dim();
+  std::vector<bool> reduced(nd, !dim.has_value() || dim->empty());
+  if (dim.has_value()) {
+    const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
+    std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
+    for (int64_t d : *dim) {
+      TORCH_CHECK(d >= lo && d <= hi, op, ": dim ", d, " is out of range for argument 'x' with ", nd,
+                  " dimensions (expected a dim in [", lo, ", ", hi, "])");
+      const int64_t w = d < 0 ? d + std::max<int64_t>(nd, 1) : d;
+      TORCH_CHECK(!seen[w], op, ": dim ", w, " appears more than once in argument 'dim' ", *dim);
+      seen[w] = true;
+      if (nd > 0) reduced[w] = true;
+    }
+  }
+
+  std::vector<int64_t> out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (reduced[d]) {
+      TORCH_CHECK(x.size(d) != 0 || (f != ReduceFn::Max && f != ReduceFn::Min), op, ": fn '", fn,
+                  "' over dim ", d, " of size 0 of argument 'x' (shape ", x.sizes(),
+                  ") is undefined: max/min of no elements");
+      inner_sizes.push_back(x.size(d));
+      inner_strides.push_back(x.stride(d));
+      if (keepdim) out_shape.push_back(1);
+    } else {
+      outer_sizes.push_back(x.size(d));
+      outer_strides.push_back(x.stride(d));
+      out_shape.push_back(x.size(d));
+    }
+  }
+  at::Tensor out = at::empty(out_shape, x.options());
+  auto outer = make_indexer<1>(op, outer_sizes, {outer_strides});
+  auto inner = make_indexer<1>(op, inner_sizes, {inner_strides});
+  return {out, x, f, outer, inner, c10::multiply_integers(outer_sizes),
+          c10::multiply_integers(inner_sizes)};
+}
+
+BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b) {
+  constexpr const char* op = "tiles::bmm";
+  check_float(op, "a", a);
+  check_float(op, "b", b);
+  check_same_device(op, a, b);
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, op, ": argument 'a' must be 2-D [M, K] or 3-D [B, M, K], got ",
+              a.dim(), "-D shape ", a.sizes());
+  TORCH_CHECK(b.dim() == 2 || b.dim() == 3, op, ": argument 'b' must be 2-D [K, N] or 3-D [B, K, N], got ",
+              b.dim(), "-D shape ", b.sizes());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": arguments 'a' and 'b' must have one dtype, got ",
+              a.scalar_type(), " and ", b.scalar_type());
+  TORCH_CHECK(a.size(-1) == b.size(-2), op, ": inner sizes differ: 'a' ", a.sizes(), " has K=", a.size(-1),
+              " but 'b' ", b.sizes(), " has K=", b.size(-2));
+  const int64_t batch_a = a.dim() == 3 ? a.size(0) : 1;
+  const int64_t batch_b = b.dim() == 3 ? b.size(0) : 1;
+  TORCH_CHECK(batch_a == batch_b || batch_a == 1 || batch_b == 1, op, ": batch sizes differ: 'a' ",
+              a.sizes(), " has B=", batch_a, " and 'b' ", b.sizes(), " has B=", batch_b,
+              " (one of them may be 1 to broadcast)");
+
+  BmmProblem p;
+  p.a = a;
+  p.b = b;
+  p.batch = std::max(batch_a, batch_b);
+  p.m = a.size(-2);
+  p.k = a.size(-1);
+  p.n = b.size(-1);
+  // A 2-D operand, or a batch of one, is read with batch stride 0.
+  p.a_strides[0] = batch_a == 1 ? 0 : a.stride(0);
+  p.a_strides[1] = a.stride(-2);
+  p.a_strides[2] = a.stride(-1);
+  p.b_strides[0] = batch_b == 1 ? 0 : b.stride(0);
+  p.b_strides[1] = b.stride(-2);
+  p.b_strides[2] = b.stride(-1);
+  const bool out_2d = a.dim() == 2 && b.dim() == 2;
+  p.out = out_2d ? at::empty({p.m, p.n}, a.options()) : at::empty({p.batch, p.m, p.n}, a.options());
+  return p;
+}
+
+}  // namespace tiles

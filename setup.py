@@ -1,0 +1,65 @@
+"""Builds torch_tiles._C: the CPU kernels always, the CUDA kernels when PyTorch has CUDA and nvcc is found.
+
+Environment: TILES_FORCE_CUDA=1 / TILES_FORCE_CPU=1 override the choice; TORCH_CUDA_ARCH_LIST picks GPU
+architectures (default below when unset and no GPU is visible); MAX_JOBS bounds parallel compiles.
+"""
+import glob
+import os
+import sys
+
+from setuptools import setup
+
+try:
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+except ImportError:
+    sys.exit(
+        "torch_tiles: PyTorch is not importable in this build environment.\n"
+        "The extension must be compiled against the torch you will run it with. Install torch first,\n"
+        "then build without pip's isolated environment:\n\n"
+        "    pip install --no-build-isolation .\n"
+    )
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ARCHS = "8.0;9.0a"  # A100-class (mma.sync paths) and H100 (wgmma/TMA paths)
+
+
+def want_cuda():
+    if os.environ.get("TILES_FORCE_CPU") == "1":
+        return False, "TILES_FORCE_CPU=1"
+    if os.environ.get("TILES_FORCE_CUDA") == "1":
+        return True, "TILES_FORCE_CUDA=1"
+    if torch.version.cuda is None:
+        return False, "this PyTorch has no CUDA"
+    if CUDA_HOME is None:
+        return False, "nvcc not found (set CUDA_HOME)"
+    return True, f"PyTorch CUDA {torch.version.cuda}, nvcc in {CUDA_HOME}"
+
+
+def sources(pattern):
+    return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern), recursive=True))
+
+
+with_cuda, why = want_cuda()
+cxx_flags = ["-O3"]
+if with_cuda:
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCHS
+    ext = CUDAExtension(
+        "torch_tiles._C",
+        sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/*.cu"),
+        include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
+        define_macros=[("TILES_WITH_CUDA", None)],
+        extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]},
+    )
+else:
+    ext = CppExtension(
+        "torch_tiles._C",
+        sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp"),
+        include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
+        extra_compile_args={"cxx": cxx_flags},
+    )
+print(f"torch_tiles: building {'CUDA + CPU' if with_cuda else 'CPU-only'} kernels ({why})"
+      + (f", archs {os.environ.get('TORCH_CUDA_ARCH_LIST')}" if with_cuda else ""), flush=True)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})

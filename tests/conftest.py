@@ -1,0 +1,40 @@
+"""pytest configuration: the ``device`` parametrization and per-test seeding."""
+
+import os
+import random
+import zlib
+
+import pytest
+import torch
+
+import torch_tiles
+
+CUDA_AVAILABLE = torch.cuda.is_available() and torch_tiles.built_with_cuda()
+
+if not torch.cuda.is_available():
+    _CUDA_SKIP_REASON = "no CUDA device visible to PyTorch"
+elif not torch_tiles.built_with_cuda():
+    _CUDA_SKIP_REASON = "torch_tiles was built without its CUDA kernels"
+else:
+    _CUDA_SKIP_REASON = ""
+
+requires_cuda = pytest.mark.skipif(not CUDA_AVAILABLE, reason=_CUDA_SKIP_REASON)
+
+# "cpu" always runs; "cuda" is always collected but skipped (with the reason) where it cannot run.
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def seed(request):
+    """Re-seed the global RNGs for every test from its node id, so each test draws fresh data that is
+    still reproducible.  Set TILES_TEST_SEED=<int> to draw a different set of values everywhere."""
+    value = (zlib.crc32(request.node.nodeid.encode()) + int(os.environ.get("TILES_TEST_SEED", "0")))
+    value %= 2**31
+    torch.manual_seed(value)
+    random.seed(value)
+    return value

@@ -1,0 +1,19 @@
+"""torch_tiles: map / zip / reduce / bmm as PyTorch operators with hand-written CPU and CUDA kernels.
+
+Importing the package loads the native library, which registers ``torch.ops.tiles.{map,zip,reduce,bmm}``
+with their CPU (and, in a CUDA build, CUDA) kernels, and registers their fake kernels (for
+torch.compile) and autograd formulas.
+"""
+import torch  # noqa: F401  (the native library needs torch's symbols loaded first)
+
+from . import _C
+from . import _autograd, _fake  # noqa: F401  (registrations)
+from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS, bmm, map, reduce, zip
+
+__all__ = ["map", "zip", "reduce", "bmm", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS", "built_with_cuda"]
+__version__ = "0.1.0"
+
+
+def built_with_cuda() -> bool:
+    """Whether this build of the extension contains the CUDA kernels."""
+    return _C.built_with_cuda()

@@ -1,0 +1,103 @@
+"""Fake (meta) kernels: output shape and dtype of each op without computing it, for torch.compile.
+
+They repeat the C++ argument checks (csrc/problems.cpp) that depend only on metadata, so a traced
+program fails with the same message as an eager one.
+"""
+import torch
+
+from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_fn(op, fn, valid):
+    if fn not in valid:
+        raise RuntimeError(f"{op}: unknown fn '{fn}'; valid names are: {', '.join(valid)}")
+
+
+def _check_float(op, arg, t):
+    if t.dtype not in _FLOATS:
+        raise RuntimeError(f"{op}: argument '{arg}' has dtype {t.dtype}; expected a float tensor "
+                           "(float16, bfloat16, float32 or float64)")
+
+
+def _check_same_device(op, a, b):
+    if a.device != b.device:
+        raise RuntimeError(f"{op}: arguments 'a' and 'b' must be on the same device, got {a.device} and {b.device}")
+
+
+def reduced_dims(x, dim):
+    """The sorted, non-negative dims that tiles::reduce reduces (None and [] mean all)."""
+    nd = x.dim()
+    if not dim:
+        return list(range(nd))
+    lo, hi = (-1, 0) if nd == 0 else (-nd, nd - 1)
+    seen = set()
+    for d in dim:
+        if not lo <= d <= hi:
+            raise RuntimeError(f"tiles::reduce: dim {d} is out of range for argument 'x' with {nd} "
+                               f"dimensions (expected a dim in [{lo}, {hi}])")
+        w = d % max(nd, 1)
+        if w in seen:
+            raise RuntimeError(f"tiles::reduce: dim {w} appears more than once in argument 'dim' {list(dim)}")
+        seen.add(w)
+    return sorted(seen) if nd else []
+
+
+@torch.library.register_fake("tiles::map")
+def _map_fake(x, fn):
+    _check_fn("tiles::map", fn, MAP_FNS)
+    _check_float("tiles::map", "x", x)
+    return x.new_empty(x.shape)
+
+
+@torch.library.register_fake("tiles::zip")
+def _zip_fake(a, b, fn):
+    _check_fn("tiles::zip", fn, ZIP_FNS)
+    _check_float("tiles::zip", "a", a)
+    _check_float("tiles::zip", "b", b)
+    _check_same_device("tiles::zip", a, b)
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise RuntimeError(f"tiles::zip: shapes {list(a.shape)} (a) and {list(b.shape)} (b) do not broadcast") from None
+    return a.new_empty(shape, dtype=torch.result_type(a, b))
+
+
+@torch.library.register_fake("tiles::reduce")
+def _reduce_fake(x, dim, fn, keepdim=False):
+    _check_fn("tiles::reduce", fn, REDUCE_FNS)
+    _check_float("tiles::reduce", "x", x)
+    dims = reduced_dims(x, dim)
+    if fn in ("max", "min"):
+        for d in dims:
+            torch._check(x.shape[d] != 0, lambda: f"tiles::reduce: fn '{fn}' over dim {d} of size 0 of "
+                         f"argument 'x' (shape {list(x.shape)}) is undefined: max/min of no elements")
+    shape = [1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims]
+    return x.new_empty(shape)
+
+
+@torch.library.register_fake("tiles::bmm")
+def _bmm_fake(a, b):
+    op = "tiles::bmm"
+    _check_float(op, "a", a)
+    _check_float(op, "b", b)
+    _check_same_device(op, a, b)
+    if a.dim() not in (2, 3):
+        raise RuntimeError(f"{op}: argument 'a' must be 2-D [M, K] or 3-D [B, M, K], got {a.dim()}-D shape {list(a.shape)}")
+    if b.dim() not in (2, 3):
+        raise RuntimeError(f"{op}: argument 'b' must be 2-D [K, N] or 3-D [B, K, N], got {b.dim()}-D shape {list(b.shape)}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{op}: arguments 'a' and 'b' must have one dtype, got {a.dtype} and {b.dtype}")
+    torch._check(a.shape[-1] == b.shape[-2], lambda: f"{op}: inner sizes differ: 'a' {list(a.shape)} has "
+                 f"K={a.shape[-1]} but 'b' {list(b.shape)} has K={b.shape[-2]}")
+    m, n = a.shape[-2], b.shape[-1]
+    if a.dim() == 2 and b.dim() == 2:
+        return a.new_empty((m, n))
+    batch_a = a.shape[0] if a.dim() == 3 else 1
+    batch_b = b.shape[0] if b.dim() == 3 else 1
+    torch._check(batch_a == batch_b or batch_a == 1 or batch_b == 1,
+                 lambda: f"{op}: batch sizes differ: 'a' {list(a.shape)} has B={batch_a} and 'b' "
+                 f"{list(b.shape)} has B={batch_b} (one of them may be 1 to broadcast)")
+    batch = batch_b if batch_a == 1 else batch_a
+    return a.new_empty((batch, m, n))

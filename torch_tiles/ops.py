@@ -1,0 +1,41 @@
+"""Documented Python entry points for the tiles operators (thin wrappers over ``torch.ops.tiles``)."""
+from typing import Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+__all__ = ["map", "zip", "reduce", "bmm", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS"]
+
+# The names each op's `fn` accepts, in the order of the C++ enums (csrc/include/tiles/functions.h).
+MAP_FNS = ("id", "neg", "abs", "exp", "log", "sqrt", "inv", "square",
+           "sigmoid", "relu", "tanh", "gelu", "silu", "sin", "cos", "erf")
+ZIP_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne")
+REDUCE_FNS = ("sum", "mean", "prod", "max", "min")
+
+
+def map(x: Tensor, fn: str) -> Tensor:
+    """Applies the unary function `fn` (one of MAP_FNS) to every element of `x`."""
+    return torch.ops.tiles.map.default(x, fn)
+
+
+def zip(a: Tensor, b: Tensor, fn: str) -> Tensor:
+    """Applies the binary function `fn` (one of ZIP_FNS) elementwise, broadcasting `a` against `b`.
+
+    The result dtype is ``torch.result_type(a, b)``; comparisons return 1/0 in that dtype.
+    """
+    return torch.ops.tiles.zip.default(a, b, fn)
+
+
+def reduce(x: Tensor, dim: Optional[Union[int, Sequence[int]]], fn: str, keepdim: bool = False) -> Tensor:
+    """Reduces `x` over `dim` (an int, a list of ints, or None for all dims) with `fn` (REDUCE_FNS)."""
+    if isinstance(dim, int):
+        dim = [dim]
+    return torch.ops.tiles.reduce.default(x, dim, fn, keepdim)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix product of [B, M, K] (or [M, K]) and [B, K, N] (or [K, N]) tensors.
+
+    A batch of size 1 broadcasts; two 2-D operands give a 2-D result.
+    """
+    return torch.ops.tiles.bmm.default(a, b)
