@@ -144,7 +144,7 @@ BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b) {
   BmmProblem p;
   p.a = a;
   p.b = b;
-  p.batch = std::max(batch_a, batch_b);
+  p.batch = batch_a == 1 ? batch_b : batch_a;  // 1 broadcasts (also against 0)
   p.m = a.size(-2);
   p.k = a.size(-1);
   p.n = b.size(-1);

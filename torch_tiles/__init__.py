@@ -6,7 +6,14 @@ torch.compile) and autograd formulas.
 """
 import torch  # noqa: F401  (the native library needs torch's symbols loaded first)
 
-from . import _C
+try:
+    from . import _C
+except ImportError as e:  # typically: importing the source tree, which has no compiled library
+    raise ImportError(
+        "torch_tiles: the native library torch_tiles._C could not be loaded. Install the package with "
+        "`pip install --no-build-isolation .` and import it from outside the source tree, or build it in "
+        f"place with `python setup.py build_ext --inplace`. ({e})"
+    ) from e
 from . import _autograd, _fake  # noqa: F401  (registrations)
 from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS, bmm, map, reduce, zip
 

@@ -133,14 +133,26 @@ def _zip_backward(ctx, grad):
 # ---- reduce ------------------------------------------------------------------------------------
 
 def _prod_grad(x, g, dims):
-    # ∂/∂x_i of a product is the product of the other elements, zeros included: with the zeros of a
-    # slice replaced by ones, that is P' / x'_i if no *other* element of the slice is zero, else 0.
+    """g times the product of the *other* elements of each slice, zeros included.
+
+    With z the mask of zeros, prod_{j != i} x_j = A_i * B_i where
+      A_i = prod of the other non-zero elements = P~ / x~_i, x~ = x with zeros replaced by the constant 1;
+      B_i = prod of the other zero elements, which is 1 if there are none, x_k if x_k is the only other
+            zero, and 0 (with zero derivative) otherwise. B is written exactly to first order,
+            B_i = [others(i) == 0] + [others(i) == 1] * (sum_k z_k x_k - z_i x_i),
+    so the gradient is exact and its own gradient (double backward) is exact too.
+    """
+    def reduce_sum(t):
+        return _tiles.reduce.default(t, dims, "sum", True)
+
     zero = _zip(x, _const(x, 0.0), "eq")
-    x1 = _zip(x, zero, "add")
-    p1 = _tiles.reduce.default(x1, dims, "prod", True)
-    zeros = _tiles.reduce.default(zero, dims, "sum", True)
-    no_other_zero = _zip(_zip(zeros, zero, "sub"), _const(x, 0.0), "eq")
-    return _mul(_mul(g, _zip(p1, x1, "div")), no_other_zero)
+    x_nonzero = _zip(_mul(x, _zip(_const(x, 1.0), zero, "sub")), zero, "add")
+    others_nonzero = _zip(_tiles.reduce.default(x_nonzero, dims, "prod", True), x_nonzero, "div")
+    other_zeros = _zip(reduce_sum(zero), zero, "sub")
+    zero_x = _mul(zero, x)
+    one_other_zero = _mul(_zip(other_zeros, _const(x, 1.0), "eq"), _zip(reduce_sum(zero_x), zero_x, "sub"))
+    others_zero = _zip(_zip(other_zeros, _const(x, 0.0), "eq"), one_other_zero, "add")
+    return _mul(g, _mul(others_nonzero, others_zero))
 
 
 def _reduce_setup(ctx, inputs, output):

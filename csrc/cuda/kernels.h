@@ -1,0 +1,14 @@
+// CUDA kernels, one per op, over problems validated and planned by tiles/problems.h. Each launches on
+// the current stream of the current device (the entry point in ops.cu guards the device).
+#pragma once
+
+#include "tiles/problems.h"
+
+namespace tiles::cuda {
+
+void map(const MapProblem& p);
+void zip(const ZipProblem& p);
+void reduce(const ReduceProblem& p);
+void bmm(const BmmProblem& p);
+
+}  // namespace tiles::cuda

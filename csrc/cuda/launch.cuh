@@ -1,0 +1,36 @@
+// Launch-configuration helpers shared by the CUDA kernels.
+#pragma once
+
+// Only c10's CUDA headers: ATen/cuda/CUDAContext.h would pull in the cuBLAS/cuSPARSE headers, which
+// the CI machine's CUDA toolkit lacks (tools/check_cuda_compiles.sh).
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+
+namespace tiles::cuda {
+
+// Blocks for a grid-stride loop over n items: enough to fill every SM several times, no more.
+inline int sm_count() {
+  int sms = 0;  // a cached driver attribute: cheap, no synchronization
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c10::cuda::current_device()));
+  return sms;
+}
+
+// The current stream of the current device: every kernel launches here.
+inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+
+inline unsigned grid_stride_blocks(int64_t n, int threads, int blocks_per_sm = 8) {
+  const int64_t sms = sm_count();
+  const int64_t wanted = (n + threads - 1) / threads;
+  return unsigned(std::max<int64_t>(1, std::min(wanted, sms * blocks_per_sm)));
+}
+
+// Index of this thread in a 1-D grid, and the grid's stride, in 64 bits.
+__device__ __forceinline__ int64_t global_thread() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() { return int64_t(gridDim.x) * blockDim.x; }
+
+}  // namespace tiles::cuda

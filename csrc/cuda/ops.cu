@@ -1,0 +1,44 @@
+// Registers the CUDA kernels for the tiles operators. Each entry point makes the inputs' device
+// current (kernels then launch on that device's current stream) before the shared entry body runs.
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "cuda/kernels.h"
+#include "tiles/entry.h"
+
+namespace tiles::cuda {
+namespace {
+
+// The device of the first CUDA tensor: with mixed devices the dispatcher still lands here, and the
+// entry body then reports the mismatch.
+c10::Device cuda_device(const at::Tensor& a, const at::Tensor& b) { return a.is_cuda() ? a.device() : b.device(); }
+
+at::Tensor map_cuda(const at::Tensor& x, c10::string_view fn) {
+  c10::cuda::CUDAGuard guard(x.device());
+  return map_entry<map>(x, fn);
+}
+
+at::Tensor zip_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view fn) {
+  c10::cuda::CUDAGuard guard(cuda_device(a, b));
+  return zip_entry<zip>(a, b, fn);
+}
+
+at::Tensor reduce_cuda(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::string_view fn, bool keepdim) {
+  c10::cuda::CUDAGuard guard(x.device());
+  return reduce_entry<reduce>(x, dim, fn, keepdim);
+}
+
+at::Tensor bmm_cuda(const at::Tensor& a, const at::Tensor& b) {
+  c10::cuda::CUDAGuard guard(cuda_device(a, b));
+  return bmm_entry<bmm>(a, b);
+}
+
+}  // namespace
+}  // namespace tiles::cuda
+
+TORCH_LIBRARY_IMPL(tiles, CUDA, m) {
+  m.impl("map", &tiles::cuda::map_cuda);
+  m.impl("zip", &tiles::cuda::zip_cuda);
+  m.impl("reduce", &tiles::cuda::reduce_cuda);
+  m.impl("bmm", &tiles::cuda::bmm_cuda);
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (the device tool): build the CUDA extension, run the whole test suite with
+# the CUDA tests, optionally run the benchmarks, and print a short summary last.
+#   tools/gpu_check.sh [pytest args...]       e.g. tools/gpu_check.sh -k bmm
+# Env: BENCH="--quick" runs `python -m benchmarks.run $BENCH` after the tests (when benchmarks exist).
+# Logs go to $OUT (the device tool's folder that comes back) or /tmp/tiles_out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tiles_out}
+mkdir -p "$OUT"
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+torch_v=$(python -c "import torch; print(torch.__version__)")
+echo "gpu: $gpu | torch $torch_v | commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+
+t0=$(date +%s)
+if ! pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+  grep -E "error|Error" "$OUT/build.log" | head -40
+  echo "SUMMARY: build FAILED after $(( $(date +%s) - t0 ))s (see build.log)"
+  exit 1
+fi
+build_s=$(( $(date +%s) - t0 ))
+grep "torch_tiles: building" "$OUT/build.log"
+grep -E "registers|spill|stack frame" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5 >"$OUT/ptxas.txt" || true
+
+# Run from outside the source tree so `import torch_tiles` finds the installed build.
+python -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
+t1=$(date +%s)
+pytest -q -p no:cacheprovider -n 8 -rs tests "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
+test_s=$(( $(date +%s) - t1 ))
+result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
+
+if [ -n "${BENCH:-}" ] && [ -f benchmarks/run.py ]; then
+  python -m benchmarks.run $BENCH 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+echo "SUMMARY: $gpu | torch $torch_v | build ${build_s}s | tests ${test_s}s: $result"
