@@ -4,7 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
-#include <sstream>
+#include <string>
 
 namespace tiles {
 namespace {
@@ -13,20 +13,20 @@ template <class Fn, size_t N>
 Fn parse_fn(const char* op, std::string_view fn, const char* const (&names)[N]) {
   for (size_t i = 0; i < N; ++i)
     if (fn == names[i]) return Fn(i);
-  std::ostringstream valid;
-  for (size_t i = 0; i < N; ++i) valid << (i ? ", " : "") << names[i];
-  TORCH_CHECK(false, op, ": unknown fn '", fn, "'; valid names are: ", valid.str());
+  std::string valid;
+  for (size_t i = 0; i < N; ++i) valid += std::string(i ? ", " : "") + names[i];
+  TILES_CHECK(false, op, ": unknown fn '", fn, "'; valid names are: ", valid);
 }
 
 void check_float(const char* op, const char* arg, const at::Tensor& t) {
   const auto s = t.scalar_type();
-  TORCH_CHECK(s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || s == at::kDouble, op,
+  TILES_CHECK(s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || s == at::kDouble, op,
               ": argument '", arg, "' has dtype ", s,
               "; expected a float tensor (float16, bfloat16, float32 or float64)");
 }
 
 void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.device() == b.device(), op, ": arguments 'a' and 'b' must be on the same device, got ",
+  TILES_CHECK(a.device() == b.device(), op, ": arguments 'a' and 'b' must be on the same device, got ",
               a.device(), " and ", b.device());
 }
 
@@ -36,7 +36,7 @@ std::vector<int64_t> broadcast_shape(const char* op, const at::Tensor& a, const 
   for (int64_t i = 1; i <= nd; ++i) {  // right-aligned
     const int64_t sa = i <= a.dim() ? a.size(-i) : 1;
     const int64_t sb = i <= b.dim() ? b.size(-i) : 1;
-    TORCH_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", a.sizes(), " (a) and ", b.sizes(),
+    TILES_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", a.sizes(), " (a) and ", b.sizes(),
                 " (b) do not broadcast: size ", sa, " vs ", sb, " at dim ", -i);
     shape[nd - i] = sa == 1 ? sb : sa;
   }
@@ -91,10 +91,10 @@ ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef d
     const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
     std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
     for (int64_t d : *dim) {
-      TORCH_CHECK(d >= lo && d <= hi, op, ": dim ", d, " is out of range for argument 'x' with ", nd,
+      TILES_CHECK(d >= lo && d <= hi, op, ": dim ", d, " is out of range for argument 'x' with ", nd,
                   " dimensions (expected a dim in [", lo, ", ", hi, "])");
       const int64_t w = d < 0 ? d + std::max<int64_t>(nd, 1) : d;
-      TORCH_CHECK(!seen[w], op, ": dim ", w, " appears more than once in argument 'dim' ", *dim);
+      TILES_CHECK(!seen[w], op, ": dim ", w, " appears more than once in argument 'dim' ", *dim);
       seen[w] = true;
       if (nd > 0) reduced[w] = true;
     }
@@ -103,7 +103,7 @@ ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef d
   std::vector<int64_t> out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;
   for (int64_t d = 0; d < nd; ++d) {
     if (reduced[d]) {
-      TORCH_CHECK(x.size(d) != 0 || (f != ReduceFn::Max && f != ReduceFn::Min), op, ": fn '", fn,
+      TILES_CHECK(x.size(d) != 0 || (f != ReduceFn::Max && f != ReduceFn::Min), op, ": fn '", fn,
                   "' over dim ", d, " of size 0 of argument 'x' (shape ", x.sizes(),
                   ") is undefined: max/min of no elements");
       inner_sizes.push_back(x.size(d));
@@ -127,17 +127,17 @@ BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b) {
   check_float(op, "a", a);
   check_float(op, "b", b);
   check_same_device(op, a, b);
-  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, op, ": argument 'a' must be 2-D [M, K] or 3-D [B, M, K], got ",
+  TILES_CHECK(a.dim() == 2 || a.dim() == 3, op, ": argument 'a' must be 2-D [M, K] or 3-D [B, M, K], got ",
               a.dim(), "-D shape ", a.sizes());
-  TORCH_CHECK(b.dim() == 2 || b.dim() == 3, op, ": argument 'b' must be 2-D [K, N] or 3-D [B, K, N], got ",
+  TILES_CHECK(b.dim() == 2 || b.dim() == 3, op, ": argument 'b' must be 2-D [K, N] or 3-D [B, K, N], got ",
               b.dim(), "-D shape ", b.sizes());
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": arguments 'a' and 'b' must have one dtype, got ",
+  TILES_CHECK(a.scalar_type() == b.scalar_type(), op, ": arguments 'a' and 'b' must have one dtype, got ",
               a.scalar_type(), " and ", b.scalar_type());
-  TORCH_CHECK(a.size(-1) == b.size(-2), op, ": inner sizes differ: 'a' ", a.sizes(), " has K=", a.size(-1),
+  TILES_CHECK(a.size(-1) == b.size(-2), op, ": inner sizes differ: 'a' ", a.sizes(), " has K=", a.size(-1),
               " but 'b' ", b.sizes(), " has K=", b.size(-2));
   const int64_t batch_a = a.dim() == 3 ? a.size(0) : 1;
   const int64_t batch_b = b.dim() == 3 ? b.size(0) : 1;
-  TORCH_CHECK(batch_a == batch_b || batch_a == 1 || batch_b == 1, op, ": batch sizes differ: 'a' ",
+  TILES_CHECK(batch_a == batch_b || batch_a == 1 || batch_b == 1, op, ": batch sizes differ: 'a' ",
               a.sizes(), " has B=", batch_a, " and 'b' ", b.sizes(), " has B=", batch_b,
               " (one of them may be 1 to broadcast)");
 

@@ -15,7 +15,7 @@ torch_v=$(python -c "import torch; print(torch.__version__)")
 echo "gpu: $gpu | torch $torch_v | commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 
 t0=$(date +%s)
-if ! pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+if ! python -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
   grep -E "error|Error" "$OUT/build.log" | head -40
   echo "SUMMARY: build FAILED after $(( $(date +%s) - t0 ))s (see build.log)"
   exit 1
@@ -24,10 +24,10 @@ build_s=$(( $(date +%s) - t0 ))
 grep "torch_tiles: building" "$OUT/build.log"
 grep -E "registers|spill|stack frame" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5 >"$OUT/ptxas.txt" || true
 
-# Run from outside the source tree so `import torch_tiles` finds the installed build.
-python -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
+# `python -P` keeps the source tree off sys.path, so `import torch_tiles` finds the installed build.
+python -P -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
 t1=$(date +%s)
-pytest -q -p no:cacheprovider -n 8 -rs tests "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
+python -P -m pytest -q -p no:cacheprovider -n 8 -rs tests "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
 test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 

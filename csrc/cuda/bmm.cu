@@ -88,7 +88,7 @@ bmm_kernel(scalar_t* __restrict__ c, const scalar_t* __restrict__ a, const scala
 template <class scalar_t>
 void launch(const BmmProblem& p) {
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
-  TORCH_CHECK(tiles_m * tiles_n < (int64_t(1) << 31), "tiles::bmm: output matrices of ", p.m, " x ", p.n,
+  TILES_CHECK(tiles_m * tiles_n < (int64_t(1) << 31), "tiles::bmm: output matrices of ", p.m, " x ", p.n,
               " are too large for one launch");
   const dim3 grid(unsigned(tiles_m * tiles_n), unsigned(std::min<int64_t>(p.batch, 65535)));
   bmm_kernel<scalar_t><<<grid, kThreads, 0, current_stream()>>>(

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include <c10/util/ArrayRef.h>
-#include <c10/util/Exception.h>
 
 #include "tiles/common.h"
+#include "tiles/format.h"
 
 namespace tiles {
 
@@ -89,7 +89,7 @@ StridedIndexer<NARGS> make_indexer(const char* op, c10::IntArrayRef shape,
       for (int k = 0; k < NARGS; ++k) st[k].push_back(strides[k][d]);
     }
   }
-  TORCH_CHECK(sizes.size() <= size_t(kMaxDims), op, ": the inputs have ", sizes.size(),
+  TILES_CHECK(sizes.size() <= size_t(kMaxDims), op, ": the inputs have ", sizes.size(),
               " dimensions that cannot be merged into contiguous runs; at most ", kMaxDims,
               " are supported");
   ix.ndim = int(sizes.size());
