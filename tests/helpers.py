@@ -77,7 +77,9 @@ def rand_values(shape, domain="real", generator=None):
     positive  uniform in [0.25, 3]             (log, sqrt, pow base)
     nonzero   +-uniform in [0.5, 2.5]          (inv, division, |x|/relu away from the kink)
     grid      k/4 for integer k in [-8, 8]     (exact in every dtype, many ties)
+    coarse    k/2 for integer k in [-2, 2]     (ties in about one pair out of five: comparisons)
     near_one  +-uniform in [0.8, 1.25]         (products that neither overflow nor underflow)
+    very_near_one  +-uniform in [0.9, 1.1]     (the same for products of hundreds of values)
     """
     shape = tuple(shape)
     kw = dict(dtype=torch.float64, generator=generator)
@@ -85,13 +87,15 @@ def rand_values(shape, domain="real", generator=None):
         return torch.rand(shape, **kw) * 6 - 3
     if domain == "positive":
         return torch.rand(shape, **kw) * 2.75 + 0.25
-    if domain in ("nonzero", "near_one"):
-        lo, hi = (0.5, 2.5) if domain == "nonzero" else (0.8, 1.25)
+    if domain in ("nonzero", "near_one", "very_near_one"):
+        lo, hi = {"nonzero": (0.5, 2.5), "near_one": (0.8, 1.25), "very_near_one": (0.9, 1.1)}[domain]
         mag = torch.rand(shape, **kw) * (hi - lo) + lo
         sign = torch.randint(0, 2, shape, generator=generator).double() * 2 - 1
         return mag * sign
     if domain == "grid":
         return torch.randint(-8, 9, shape, generator=generator).double() / 4
+    if domain == "coarse":
+        return torch.randint(-2, 3, shape, generator=generator).double() / 2
     raise ValueError(f"unknown domain {domain!r}")
 
 
@@ -230,10 +234,11 @@ ZIP_REF = {
     "ne": lambda a, b: torch.ne(a, b).double(),
 }
 
-# (domain of a, domain of b).  max/min/comparisons use a coarse grid so ties actually occur.
+# (domain of a, domain of b).  max/min and comparisons use grids so that ties actually occur.
 ZIP_DOMAIN = {fn: ("real", "real") for fn in ZIP_FNS}
 ZIP_DOMAIN.update(div=("real", "nonzero"), pow=("positive", "real"))
-ZIP_DOMAIN.update({fn: ("grid", "grid") for fn in COMPARE_FNS + ("max", "min")})
+ZIP_DOMAIN.update({fn: ("grid", "grid") for fn in ("max", "min")})
+ZIP_DOMAIN.update({fn: ("coarse", "coarse") for fn in COMPARE_FNS})
 
 # Zip fns whose result is exactly one input value or 0/1: must match the reference bit for bit.
 ZIP_EXACT = set(COMPARE_FNS) | {"max", "min"}
@@ -258,7 +263,8 @@ def ref_reduce(x64, dim, fn, keepdim=False):
         return x64.clone()
     dims = normalize_dims(dim, rank)
     kept = [d for d in range(rank) if d not in dims]
-    flat = x64.permute(kept + dims).reshape([x64.shape[d] for d in kept] + [-1])
+    reduced_numel = math.prod(x64.shape[d] for d in dims)
+    flat = x64.permute(kept + dims).reshape([x64.shape[d] for d in kept] + [reduced_numel])
     op = {"sum": torch.sum, "mean": torch.mean, "prod": torch.prod,
           "max": torch.amax, "min": torch.amin}[fn]
     out = op(flat, dim=-1)
