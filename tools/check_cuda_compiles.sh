@@ -2,7 +2,7 @@
 # Compile-checks every CUDA source with nvcc on a machine without a GPU (or a CUDA build of torch):
 # the CPU torch wheel still ships the ATen/c10 CUDA headers, so each .cu file can be compiled to an
 # object for sm_90a with the flags torch.utils.cpp_extension would use. Nothing is linked or run.
-# Usage: tools/check_cuda_compiles.sh   (exits non-zero on the first compile error)
+# Usage: tools/check_cuda_compiles.sh [file.cu ...]   (default: every csrc/cuda/*.cu; non-zero exit if any fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -22,17 +22,25 @@ trap 'rm -rf "$OUT"' EXIT
 # its macro, which marks c10_cuda as a shared library.
 mkdir -p "$OUT/stub/c10/cuda/impl"
 echo '#define C10_CUDA_BUILD_SHARED_LIBS' > "$OUT/stub/c10/cuda/impl/cuda_cmake_macros.h"
-status=0
-for src in csrc/cuda/*.cu; do
-  start=$(date +%s)
+check_one() {
+  local src=$1 start=$(date +%s)
   if "$NVCC" -c "$src" -o "$OUT/$(basename "$src").o" $ARCH -std=$STD -O1 \
       -I csrc -I csrc/include -I "$TORCH_INC" -I "$OUT/stub" -I "$TORCH_INC/torch/csrc/api/include" -I "$PY_INC" \
       -DTILES_WITH_CUDA -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
       -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr \
-      -Xcompiler -fPIC -w; then
+      -Xcompiler -fPIC -w ${EXTRA_NVCC_FLAGS:-}; then
     echo "check_cuda_compiles: ok   $src ($(( $(date +%s) - start ))s)"
   else
-    echo "check_cuda_compiles: FAIL $src"; status=1
+    echo "check_cuda_compiles: FAIL $src"; return 1
   fi
+}
+
+# One compile per core at a time; the exit status is non-zero if any file failed.
+jobs_max=$(nproc)
+status=0
+for src in ${@:-csrc/cuda/*.cu}; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || status=1; done
+  check_one "$src" &
 done
+while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || status=1; done
 exit $status

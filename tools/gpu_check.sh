@@ -2,7 +2,7 @@
 # One call on a GPU machine (the device tool): build the CUDA extension, run the whole test suite with
 # the CUDA tests, optionally run the benchmarks, and print a short summary last.
 #   tools/gpu_check.sh [pytest args...]       e.g. tools/gpu_check.sh -k bmm
-# Env: BENCH="--quick" runs `python -m benchmarks.run $BENCH` after the tests (when benchmarks exist).
+# Env: BENCH="--quick" (or BENCH="" for every case) runs `python benchmarks/run.py $BENCH` after the tests.
 # Logs go to $OUT (the device tool's folder that comes back) or /tmp/tiles_out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,8 @@ python -P -m pytest -q -p no:cacheprovider -n 8 -rs tests "$@" 2>&1 | tee "$OUT/
 test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 
-if [ -n "${BENCH:-}" ] && [ -f benchmarks/run.py ]; then
-  python -m benchmarks.run $BENCH 2>&1 | tee "$OUT/bench.log" | tail -40
+if [ -n "${BENCH+set}" ]; then
+  python benchmarks/run.py $BENCH 2>&1 | tee "$OUT/bench.log" | tail -40
+  cp benchmarks/results/*.json benchmarks/results/*.png "$OUT/" 2>/dev/null
 fi
 echo "SUMMARY: $gpu | torch $torch_v | build ${build_s}s | tests ${test_s}s: $result"

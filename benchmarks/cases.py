@@ -1,0 +1,106 @@
+"""Benchmark cases: each times a tiles op against the PyTorch op that computes the same thing.
+
+A case knows how to build its inputs (fresh random data, on the GPU), the two callables to time, the
+bytes it must move at least (each input read once, the output written once) or the flops it must do,
+and a float64 reference for the error column.
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+T = torch.ops.tiles
+
+
+@dataclass
+class Case:
+    name: str
+    make: Callable[[], tuple]            # -> inputs
+    tiles: Callable                      # inputs -> output
+    torch: Callable                      # inputs -> output (the op PyTorch users would call)
+    bytes: Optional[Callable] = None     # inputs -> minimal bytes moved (memory-bound cases)
+    flops: Optional[Callable] = None     # inputs -> flops (compute-bound cases)
+    quick: bool = True                   # part of --quick
+
+    def rate_unit(self):
+        return "GB/s" if self.bytes else "TFLOP/s"
+
+
+def _nbytes(*tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _rand(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+def _map_case(name, make, fn, torch_fn, quick=True):
+    return Case(name, make, lambda x: T.map(x, fn), torch_fn,
+                bytes=lambda x: 2 * x.numel() * x.element_size(), quick=quick)
+
+
+def _zip_case(name, make, fn, torch_fn, quick=True):
+    def moved(a, b):
+        out_numel = torch.broadcast_shapes(a.shape, b.shape).numel()
+        return _nbytes(a, b) + out_numel * torch.result_type(a, b).itemsize
+    return Case(name, make, lambda a, b: T.zip(a, b, fn), torch_fn, bytes=moved, quick=quick)
+
+
+def _reduce_case(name, make, dim, fn, torch_fn, quick=True):
+    def moved(x):
+        out_numel = x.numel() // (x.shape[dim] if dim is not None else x.numel())
+        return _nbytes(x) + out_numel * x.element_size()
+    return Case(name, make, lambda x: T.reduce(x, None if dim is None else [dim], fn), torch_fn,
+                bytes=moved, quick=quick)
+
+
+def _bmm_case(name, make, quick=False):
+    def flops(a, b):
+        batch = a.shape[0] if a.dim() == 3 else 1
+        return 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    return Case(name, make, T.bmm, torch.matmul, flops=flops, quick=quick)
+
+
+R, C = 4096, 8192
+
+
+def all_cases():
+    sq = 8192
+    return [
+        # ---- map
+        _map_case(f"map exp fp32 {R}x{C}", lambda: (_rand(R, C),), "exp", torch.exp),
+        _map_case(f"map exp bf16 {R}x{C}", lambda: (_rand(R, C, dtype=torch.bfloat16),), "exp", torch.exp),
+        _map_case(f"map exp fp16 {R}x{C}", lambda: (_rand(R, C, dtype=torch.float16),), "exp", torch.exp, quick=False),
+        _map_case(f"map exp fp32 transposed-in {R}x{C}", lambda: (_rand(C, R).t(),), "exp", torch.exp),
+        _map_case(f"map gelu bf16 {R}x{C}", lambda: (_rand(R, C, dtype=torch.bfloat16),), "gelu",
+                  torch.nn.functional.gelu, quick=False),
+        _map_case("map exp fp32 small 64x64", lambda: (_rand(64, 64),), "exp", torch.exp, quick=False),
+        # ---- zip
+        _zip_case(f"zip add fp32 {R}x{C} + row {C}", lambda: (_rand(R, C), _rand(C)), "add", torch.add),
+        _zip_case(f"zip add fp32 {R}x{C} + col {R}x1", lambda: (_rand(R, C), _rand(R, 1)), "add", torch.add,
+                  quick=False),
+        _zip_case(f"zip mul fp32 {R}x{C} same layout", lambda: (_rand(R, C), _rand(R, C)), "mul", torch.mul),
+        _zip_case(f"zip mul bf16 {R}x{C} same layout",
+                  lambda: (_rand(R, C, dtype=torch.bfloat16), _rand(R, C, dtype=torch.bfloat16)), "mul", torch.mul,
+                  quick=False),
+        _zip_case(f"zip add fp32 sq + sq.t() {sq}^2", lambda: (lambda s: (s, s.t()))(_rand(sq, sq)), "add", torch.add),
+        _zip_case("zip add fp32 3-D 64x512x512 + 64x1x512", lambda: (_rand(64, 512, 512), _rand(64, 1, 512)), "add",
+                  torch.add, quick=False),
+        # ---- reduce
+        _reduce_case(f"reduce sum fp32 {R}x{C} dim1", lambda: (_rand(R, C),), 1, "sum", lambda x: x.sum(1)),
+        _reduce_case(f"reduce sum fp32 {R}x{C} dim0", lambda: (_rand(R, C),), 0, "sum", lambda x: x.sum(0)),
+        _reduce_case(f"reduce max fp32 {R}x{C} dim1", lambda: (_rand(R, C),), 1, "max", lambda x: x.amax(1)),
+        _reduce_case("reduce sum fp32 65536x64 dim1", lambda: (_rand(65536, 64),), 1, "sum", lambda x: x.sum(1)),
+        _reduce_case("reduce sum fp32 2^28 all", lambda: (_rand(1 << 28),), None, "sum", lambda x: x.sum()),
+        _reduce_case(f"reduce sum bf16 {R}x{C} dim1", lambda: (_rand(R, C, dtype=torch.bfloat16),), 1, "sum",
+                     lambda x: x.sum(1), quick=False),
+        # ---- bmm (the general kernel for now; see the bmm issue)
+        _bmm_case("bmm bf16 B=8 2048x2048x2048",
+                  lambda: (_rand(8, 2048, 2048, dtype=torch.bfloat16), _rand(8, 2048, 2048, dtype=torch.bfloat16))),
+        _bmm_case("bmm fp32 B=32 512x512x512", lambda: (_rand(32, 512, 512), _rand(32, 512, 512))),
+    ]
+
+
+def reference(case, inputs):
+    """The torch op on float64 copies of the inputs (same layouts don't matter for values)."""
+    return case.torch(*[t.double() for t in inputs])

@@ -1,0 +1,145 @@
+"""Times tiles ops against PyTorch's in one run, on the GPU, and records the results.
+
+    python benchmarks/run.py            # every case, with a progress bar
+    python benchmarks/run.py --quick    # the cases the issues set targets for
+    python benchmarks/run.py -k reduce  # cases whose name contains 'reduce'
+
+Run it as a script (not from the source tree with -m), so `import torch_tiles` finds the installed build.
+
+Times are CUDA-event medians from triton.testing.do_bench (L2 flushed between runs). Rates are against
+ceilings measured in the same run: a 1 GiB device-to-device copy (bytes read + written) and a bf16
+8192^3 matmul. Writes benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+
+import torch
+
+import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
+
+from cases import all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bench_ms(fn):
+    """Median milliseconds of fn() over CUDA events, with the L2 flushed before each run."""
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def measure_ceilings():
+    src = torch.empty(1 << 28, device="cuda", dtype=torch.float32)  # 1 GiB
+    src.normal_()
+    dst = torch.empty_like(src)
+    copy_ms = bench_ms(lambda: dst.copy_(src))
+    copy_gbs = 2 * src.numel() * 4 / copy_ms / 1e6
+    del src, dst
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    mm_ms = bench_ms(lambda: a @ b)
+    return {"copy_gbs": round(copy_gbs, 1), "bf16_mm_tflops": round(2 * n**3 / mm_ms / 1e9, 1)}
+
+
+def max_rel_error(out, ref):
+    out, ref = out.double(), ref.double()
+    scale = ref.abs().max().item() if ref.numel() else 1.0
+    return ((out - ref).abs().max().item() / (scale or 1.0)) if ref.numel() else 0.0
+
+
+def run_case(case, ceilings):
+    inputs = case.make()
+    out = case.tiles(*inputs)
+    err = max_rel_error(out, reference(case, inputs))
+    tiles_ms = bench_ms(lambda: case.tiles(*inputs))
+    torch_ms = bench_ms(lambda: case.torch(*inputs))
+    if case.bytes:
+        rate = case.bytes(*inputs) / tiles_ms / 1e6
+        ceiling = ceilings["copy_gbs"]
+    else:
+        rate = case.flops(*inputs) / tiles_ms / 1e9
+        ceiling = ceilings["bf16_mm_tflops"]
+    return {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
+            "speedup": round(torch_ms / tiles_ms, 3), "rate": round(rate, 1), "unit": case.rate_unit(),
+            "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}")}
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def save(results, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", results["device"].lower()).strip("-")
+    path = os.path.join(out_dir, f"{slug}.json")
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        cases = results["cases"]
+        fig, ax = plt.subplots(figsize=(8, 0.32 * len(cases) + 1.2))
+        ax.barh([c["name"] for c in cases], [c["speedup"] for c in cases],
+                color=["tab:green" if c["speedup"] >= 1 else "tab:red" for c in cases])
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.invert_yaxis()
+        ax.set_xlabel("speedup (torch ms / tiles ms)")
+        ax.set_title(f"torch_tiles vs torch {results['torch']} on {results['device']}", fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+        fig.tight_layout()
+        fig.savefig(path[:-5] + ".png", dpi=110)
+    except ImportError:
+        print("matplotlib not installed: no plot", file=sys.stderr)
+    return path
+
+
+def print_table(results):
+    print(f"\n{results['device']} | torch {results['torch']} | commit {results['commit']} | "
+          f"copy {results['ceilings']['copy_gbs']} GB/s | bf16 mm {results['ceilings']['bf16_mm_tflops']} TFLOP/s")
+    print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rate':>9} {'unit':>7} {'%ceil':>6} {'max err':>9}")
+    for c in results["cases"]:
+        print(f"{c['name']:<48} {c['tiles_ms']:>9.4f} {c['torch_ms']:>9.4f} {c['speedup']:>7.2f}x "
+              f"{c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="only the cases with targets")
+    parser.add_argument("-k", default="", help="only cases whose name contains this")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available() or not torch_tiles.built_with_cuda():
+        sys.exit("benchmarks need a GPU and a CUDA build of torch_tiles")
+
+    cases = [c for c in all_cases() if (c.quick or not args.quick) and args.k in c.name]
+    ceilings = measure_ceilings()
+    rows = []
+    try:
+        from tqdm import tqdm
+        progress = tqdm(cases, desc="benchmarks", disable=args.quick, file=sys.stderr)
+    except ImportError:
+        progress = cases
+    for case in progress:
+        rows.append(run_case(case, ceilings))
+        torch.cuda.empty_cache()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "ceilings": ceilings, "cases": rows}
+    path = save(results, args.out)
+    print_table(results)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

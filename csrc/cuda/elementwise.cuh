@@ -1,0 +1,302 @@
+// CUDA elementwise kernels shared by map and zip, and the host-side choice between them.
+//
+// Operands share the output's (coalesced) shape; the output is contiguous. By layout, fastest first:
+//   contiguous  every operand contiguous in output order: 16-byte vector loads and stores, several
+//               vectors in flight per thread;
+//   rows        2-D, every operand steps by 0 or 1 along the row (a full operand, or one broadcast
+//               along rows or columns): vectorized along the row, row offsets from the block index
+//               (no per-element index math), a broadcast value loaded once per row;
+//   transpose   2-D, some operand is stored transposed to the output (a.t(), a + b.t()): 32 x 32
+//               tiles staged through padded shared memory so reads and writes both coalesce;
+//   strided     anything else: per-element index decomposition (32-bit when everything fits).
+// Mixed-dtype zip always takes `strided`, converting per element.
+#pragma once
+
+#include "cuda/launch.cuh"
+#include "tiles/functions.h"
+#include "tiles/loads.h"
+#include "tiles/strided.h"
+
+namespace tiles::cuda {
+
+// The function applied per element to the operands' values in the op-math type.
+template <MapFn F>
+struct MapOp {
+  static constexpr int kArity = 1;
+  template <class T>
+  __device__ __forceinline__ T operator()(const T (&v)[1]) const { return apply_map<F>(v[0]); }
+};
+template <ZipFn F>
+struct ZipOp {
+  static constexpr int kArity = 2;
+  template <class T>
+  __device__ __forceinline__ T operator()(const T (&v)[2]) const { return apply_zip<F>(v[0], v[1]); }
+};
+
+template <class T, int N>
+struct Operands {
+  const T* ptr[N];
+};
+
+namespace elementwise {
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // vectors in flight per thread and operand
+
+template <class scalar_t, class Op, int VEC>
+__device__ __forceinline__ Vec<scalar_t, VEC> apply_vec(const Vec<scalar_t, VEC> (&in)[Op::kArity]) {
+  using T = opmath_t<scalar_t>;
+  Vec<scalar_t, VEC> out;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    T args[Op::kArity];
+#pragma unroll
+    for (int k = 0; k < Op::kArity; ++k) args[k] = T(in[k].v[e]);
+    out.v[e] = scalar_t(Op{}(args));
+  }
+  return out;
+}
+
+// ---- contiguous: the flat range [0, n), VEC elements per access -----------------------------------
+template <class scalar_t, class Op, int VEC>
+__global__ void __launch_bounds__(kThreads)
+contiguous_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, int64_t n) {
+  constexpr int N = Op::kArity;
+  using V = Vec<scalar_t, VEC>;
+  const int64_t n_vec = n / VEC;
+  const int64_t step = int64_t(kThreads) * kUnroll;
+  for (int64_t base = int64_t(blockIdx.x) * step; base < n_vec; base += int64_t(gridDim.x) * step) {
+    V vals[kUnroll][N];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {  // issue every load before the first use
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      if (i < n_vec)
+#pragma unroll
+        for (int k = 0; k < N; ++k) vals[u][k] = reinterpret_cast<const V*>(in.ptr[k])[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads + threadIdx.x;
+      if (i < n_vec) reinterpret_cast<V*>(out)[i] = apply_vec<scalar_t, Op, VEC>(vals[u]);
+    }
+  }
+  const int64_t tail = n_vec * VEC + global_thread();  // fewer than VEC elements left
+  if (tail < n) {
+    Vec<scalar_t, 1> last[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) last[k].v[0] = in.ptr[k][tail];
+    out[tail] = apply_vec<scalar_t, Op, 1>(last).v[0];
+  }
+}
+
+// ---- rows: [rows, row_len]; operand k steps by inner_unit[k] (0 or 1) along a row ---------------
+template <int N>
+struct RowLayout {
+  int64_t row_len, rows;
+  int64_t row_stride[N];
+  bool inner_unit[N];  // false: the operand holds one value per row (broadcast along the row)
+};
+
+template <class scalar_t, class Op, int VEC>
+__global__ void __launch_bounds__(kThreads)
+rows_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, RowLayout<Op::kArity> lay) {
+  constexpr int N = Op::kArity;
+  using V = Vec<scalar_t, VEC>;
+  const int64_t vecs_per_row = lay.row_len / VEC;  // row_len is a multiple of VEC
+  const int64_t chunk = int64_t(kThreads) * kUnroll;
+  for (int64_t r = blockIdx.y; r < lay.rows; r += gridDim.y) {
+    const scalar_t* src[N];
+    V splat[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      src[k] = in.ptr[k] + r * lay.row_stride[k];
+      if (!lay.inner_unit[k])
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) splat[k].v[e] = src[k][0];
+    }
+    scalar_t* dst = out + r * lay.row_len;
+    for (int64_t base = int64_t(blockIdx.x) * chunk; base < vecs_per_row; base += int64_t(gridDim.x) * chunk) {
+      V vals[kUnroll][N];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = base + u * kThreads + threadIdx.x;
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          vals[u][k] = (c < vecs_per_row && lay.inner_unit[k]) ? reinterpret_cast<const V*>(src[k])[c] : splat[k];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = base + u * kThreads + threadIdx.x;
+        if (c < vecs_per_row) reinterpret_cast<V*>(dst)[c] = apply_vec<scalar_t, Op, VEC>(vals[u]);
+      }
+    }
+  }
+}
+
+// ---- transpose: [rows, row_len] tiles of 32 x 32; `staged` operands have unit stride across rows ----
+constexpr int kTile = 32, kTileRows = 8;  // blockDim (32, 8): each thread covers 4 rows of a tile
+
+template <int N>
+struct TileLayout {
+  int64_t row_len, rows;
+  int64_t col_stride[N], row_stride[N];
+  bool staged[N];  // read through shared memory (row_stride == 1)
+};
+
+template <class scalar_t, class Op>
+__global__ void __launch_bounds__(kTile * kTileRows)
+transpose_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, TileLayout<Op::kArity> lay) {
+  constexpr int N = Op::kArity;
+  using T = opmath_t<scalar_t>;
+  __shared__ scalar_t tile[N][kTile][kTile + 1];  // [operand][column][row]; +1 keeps columns in distinct banks
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < lay.rows; r0 += int64_t(gridDim.y) * kTile) {
+    // Stage: consecutive threads read consecutive rows of a column, contiguous in a staged operand.
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!lay.staged[k]) continue;
+#pragma unroll
+      for (int j = 0; j < kTile; j += kTileRows) {
+        const int64_t col = c0 + ty + j, row = r0 + tx;
+        if (col < lay.row_len && row < lay.rows)
+          tile[k][ty + j][tx] = in.ptr[k][col * lay.col_stride[k] + row];
+      }
+    }
+    __syncthreads();
+    // Compute: consecutive threads write consecutive columns of a row of the contiguous output.
+#pragma unroll
+    for (int j = 0; j < kTile; j += kTileRows) {
+      const int64_t row = r0 + ty + j, col = c0 + tx;
+      if (row < lay.rows && col < lay.row_len) {
+        T args[N];
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          args[k] = T(lay.staged[k] ? tile[k][tx][ty + j]
+                                    : in.ptr[k][col * lay.col_stride[k] + row * lay.row_stride[k]]);
+        out[row * lay.row_len + col] = scalar_t(Op{}(args));
+      }
+    }
+    __syncthreads();  // the tile is refilled for the next r0
+  }
+}
+
+// ---- strided: any layout; index math in Index (uint32_t when every offset fits) ------------------
+template <class scalar_t, class Op, class Index, class Loads>
+__global__ void __launch_bounds__(kThreads)
+strided_kernel(scalar_t* __restrict__ out, Operands<void, Op::kArity> in, StridedIndexer<Op::kArity> ix,
+               int64_t n, Loads loads) {
+  constexpr int N = Op::kArity;
+  using T = opmath_t<scalar_t>;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    Index rest = Index(i);
+    Index off[N] = {};
+#pragma unroll
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ix.ndim) break;
+      const Index size = Index(ix.sizes[d]);
+      const Index idx = rest % size;
+      rest /= size;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += idx * Index(ix.strides[k][d]);
+    }
+    T args[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) args[k] = loads[k].template load<T>(in.ptr[k], int64_t(off[k]));
+    out[i] = scalar_t(Op{}(args));
+  }
+}
+
+template <class L, int N>
+struct LoadSet {
+  L l[N];
+  __device__ __forceinline__ const L& operator[](int k) const { return l[k]; }
+};
+
+// ---- host side ------------------------------------------------------------------------------------
+
+template <int N>
+bool fits_32bit(const StridedIndexer<N>& ix, int64_t n) {
+  if (n >= (int64_t(1) << 31)) return false;
+  for (int k = 0; k < N; ++k) {
+    int64_t extent = 0;  // the largest offset an operand reaches (strides are non-negative)
+    for (int d = 0; d < ix.ndim; ++d) extent += (ix.sizes[d] - 1) * ix.strides[k][d];
+    if (extent >= (int64_t(1) << 31)) return false;
+  }
+  return true;
+}
+
+template <class scalar_t, class Op, class Loads>
+void launch_strided(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kArity>& ix, int64_t n,
+                    LoadSet<Loads, Op::kArity> loads) {
+  Operands<void, Op::kArity> in;
+  for (int k = 0; k < Op::kArity; ++k) in.ptr[k] = ptrs[k];
+  const unsigned blocks = grid_stride_blocks(n, kThreads);
+  if (fits_32bit(ix, n))
+    strided_kernel<scalar_t, Op, uint32_t><<<blocks, kThreads, 0, current_stream()>>>(out, in, ix, n, loads);
+  else
+    strided_kernel<scalar_t, Op, int64_t><<<blocks, kThreads, 0, current_stream()>>>(out, in, ix, n, loads);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Runs Op over same-dtype operands `ptrs` laid out by `ix`, writing the contiguous `out`.
+template <class scalar_t, class Op>
+void launch(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kArity>& ix, int64_t n) {
+  constexpr int N = Op::kArity;
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  Operands<scalar_t, N> in;
+  bool all_aligned = aligned(out, 16);
+  for (int k = 0; k < N; ++k) {
+    in.ptr[k] = static_cast<const scalar_t*>(ptrs[k]);
+    all_aligned = all_aligned && aligned(ptrs[k], 16);
+  }
+  auto stream = current_stream();
+
+  if (ix.is_contiguous()) {
+    if (all_aligned) {
+      const unsigned blocks = grid_stride_blocks((n + VEC - 1) / VEC, kThreads * kUnroll, 4);
+      contiguous_kernel<scalar_t, Op, VEC><<<blocks, kThreads, 0, stream>>>(out, in, n);
+    } else {
+      const unsigned blocks = grid_stride_blocks(n, kThreads * kUnroll, 4);
+      contiguous_kernel<scalar_t, Op, 1><<<blocks, kThreads, 0, stream>>>(out, in, n);
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+
+  if (ix.ndim == 1 || ix.ndim == 2) {  // a 1-D problem is one row
+    const int64_t n_rows = ix.ndim == 2 ? ix.sizes[1] : 1;
+    bool rows_ok = ix.sizes[0] % VEC == 0 && all_aligned, any_staged = false;
+    RowLayout<N> rows{ix.sizes[0], n_rows, {}, {}};
+    TileLayout<N> tiles{ix.sizes[0], n_rows, {}, {}, {}};
+    for (int k = 0; k < N; ++k) {
+      const int64_t s0 = ix.strides[k][0], s1 = ix.ndim == 2 ? ix.strides[k][1] : 0;
+      rows_ok = rows_ok && (s0 == 0 || s0 == 1) && (s0 == 0 || s1 % VEC == 0);
+      rows.row_stride[k] = s1;
+      rows.inner_unit[k] = s0 == 1;
+      tiles.col_stride[k] = s0;
+      tiles.row_stride[k] = s1;
+      tiles.staged[k] = s1 == 1 && s0 != 1;
+      any_staged = any_staged || tiles.staged[k];
+    }
+    if (rows_ok) {
+      const int64_t chunk = int64_t(kThreads) * kUnroll * VEC;
+      const dim3 grid(unsigned((rows.row_len + chunk - 1) / chunk), unsigned(std::min<int64_t>(rows.rows, 65535)));
+      rows_kernel<scalar_t, Op, VEC><<<grid, kThreads, 0, stream>>>(out, in, rows);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+    if (any_staged && (tiles.row_len + kTile - 1) / kTile < (int64_t(1) << 31)) {
+      const dim3 grid(unsigned((tiles.row_len + kTile - 1) / kTile),
+                      unsigned(std::min<int64_t>((tiles.rows + kTile - 1) / kTile, 65535)));
+      transpose_kernel<scalar_t, Op><<<grid, dim3(kTile, kTileRows), 0, stream>>>(out, in, tiles);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
+  LoadSet<StaticLoad<scalar_t>, N> loads{};
+  launch_strided<scalar_t, Op>(out, ptrs, ix, n, loads);
+}
+
+}  // namespace elementwise
+}  // namespace tiles::cuda

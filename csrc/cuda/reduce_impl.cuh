@@ -1,0 +1,308 @@
+// CUDA reduce kernels for one dtype (reduce.cu picks the dtype). By layout of the reduced elements (after the host merged contiguous dims):
+//   rows     each output reduces one contiguous row. Rows up to kBlockRowMin elements go to groups
+//            of 1..32 lanes (several rows per warp, warp shuffles); longer rows to a whole block; and
+//            when there are too few rows to fill the GPU, each row is split across blocks whose
+//            partial results a second kernel combines (also the all-dims reduction of a contiguous
+//            tensor). Loads are 16-byte vectors when the rows are aligned.
+//   columns  the outputs are contiguous in the input and each reduces one strided column (dim 0 of
+//            a row-major matrix): threads own neighbouring columns, so every load is coalesced;
+//            the rows are split across blocks, partials combined by the second kernel.
+//   generic  anything else: one block per output, threads striding over its elements.
+// Every combination order depends only on the shape and the GPU's SM count, never on timing: the
+// result is the same bits run to run. Half types accumulate in float32.
+#pragma once
+
+#include <ATen/ops/empty.h>
+
+#include "cuda/kernels.h"
+#include "cuda/launch.cuh"
+#include "tiles/dispatch.h"
+
+namespace tiles::cuda {
+namespace reduce_detail {
+
+constexpr int kWarp = 32;
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
+constexpr int64_t kBlockRowMin = 4096;  // rows at least this long get a block each
+
+// Combines v across aligned groups of `width` lanes (a power of two <= 32); every lane gets the result.
+template <class R, class Acc>
+__device__ __forceinline__ Acc group_reduce(Acc v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset, width));
+  return v;
+}
+
+// The block-wide combination of every thread's v; valid in thread 0. blockDim.x is a multiple of 32.
+template <class R, class Acc>
+__device__ Acc block_reduce(Acc v) {
+  __shared__ Acc warp_results[kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = group_reduce<R>(v, kWarp);
+  if (lane == 0) warp_results[warp] = v;
+  __syncthreads();
+  if (warp == 0) v = group_reduce<R>(lane < int(blockDim.x / kWarp) ? warp_results[lane] : R::identity(), kWarp);
+  __syncthreads();  // warp_results may be reused right after
+  return v;
+}
+
+// Accumulates elements [begin, end) of a contiguous row, this thread taking every `stride`-th VEC-vector
+// starting at vector `first`; kUnroll vectors in flight.
+template <class R, class scalar_t, int VEC, class Acc>
+__device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec, int64_t first, int64_t stride, Acc acc) {
+  using V = Vec<scalar_t, VEC>;
+  const V* vrow = reinterpret_cast<const V*>(row);
+  int64_t c = first;
+  for (; c + (kUnroll - 1) * stride < n_vec; c += kUnroll * stride) {
+    V v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = vrow[c + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v[u].v[e]));
+  }
+  for (; c < n_vec; c += stride) {
+    const V v = vrow[c];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v.v[e]));
+  }
+  return acc;
+}
+
+// ---- rows, short: `width` lanes per row, kThreads / width rows per block -------------------------
+template <class scalar_t, ReduceFn F, int VEC>
+__global__ void __launch_bounds__(kThreads)
+short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
+                  int64_t num_out, int64_t num_in, int width) {
+  using Acc = opmath_t<scalar_t>;
+  using R = Reducer<F, Acc>;
+  const int rows_per_block = kThreads / width;
+  const int lane = threadIdx.x % width;
+  for (int64_t base = int64_t(blockIdx.x) * rows_per_block; base < num_out; base += int64_t(gridDim.x) * rows_per_block) {
+    const int64_t o = base + threadIdx.x / width;  // every lane iterates alike: shuffles stay converged
+    Acc acc = R::identity();
+    if (o < num_out) acc = accumulate_row<R, scalar_t, VEC>(x + outer.offsets(o)[0], num_in / VEC, lane, width, acc);
+    acc = group_reduce<R>(acc, width);
+    if (o < num_out && lane == 0) out[o] = scalar_t(R::finish(acc, num_in));
+  }
+}
+
+// ---- rows, long: a block per (row, segment); segments > 1 write partials for finish_kernel -------
+template <class scalar_t, ReduceFn F, int VEC>
+__global__ void __launch_bounds__(kThreads)
+long_rows_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ partial, const scalar_t* __restrict__ x,
+                 StridedIndexer<1> outer, int64_t num_out, int64_t num_in, int64_t segments) {
+  using Acc = opmath_t<scalar_t>;
+  using R = Reducer<F, Acc>;
+  const int64_t n_vec = num_in / VEC;
+  const int64_t seg_vecs = (n_vec + segments - 1) / segments;
+  for (int64_t job = blockIdx.x; job < num_out * segments; job += gridDim.x) {
+    const int64_t o = job / segments, s = job % segments;
+    const int64_t begin = s * seg_vecs, end = std::min(n_vec, begin + seg_vecs);
+    const scalar_t* row = x + outer.offsets(o)[0] + begin * VEC;
+    Acc acc = R::identity();
+    if (begin < end) acc = accumulate_row<R, scalar_t, VEC>(row, end - begin, threadIdx.x, kThreads, acc);
+    acc = block_reduce<R>(acc);
+    if (threadIdx.x == 0) {
+      if (segments == 1) out[o] = scalar_t(R::finish(acc, num_in));
+      else partial[s * num_out + o] = acc;
+    }
+  }
+}
+
+// ---- columns: out[c] reduces x[r * row_stride + c] over r; blockDim (32, 8) ----------------------
+constexpr int kColThreads = 32, kColRows = 8;
+
+template <class scalar_t, ReduceFn F, int VEC>
+__global__ void __launch_bounds__(kColThreads * kColRows)
+columns_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ partial, const scalar_t* __restrict__ x,
+               int64_t num_cols, int64_t num_rows, int64_t row_stride, int64_t segments) {
+  using Acc = opmath_t<scalar_t>;
+  using R = Reducer<F, Acc>;
+  using V = Vec<scalar_t, VEC>;
+  __shared__ Acc staged[kColRows][kColThreads * VEC];
+  const int64_t cv = int64_t(blockIdx.x) * kColThreads + threadIdx.x;  // this thread's column vector
+  const bool active = cv * VEC < num_cols;
+  const int64_t seg_rows = (num_rows + segments - 1) / segments;
+  for (int64_t s = blockIdx.y; s < segments; s += gridDim.y) {
+    const int64_t begin = s * seg_rows, end = std::min(num_rows, begin + seg_rows);
+    Acc acc[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[e] = R::identity();
+    if (active) {
+      int64_t r = begin + threadIdx.y;
+      for (; r + (kUnroll - 1) * kColRows < end; r += kUnroll * kColRows) {
+        V v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const V*>(x + (r + u * kColRows) * row_stride)[cv];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], Acc(v[u].v[e]));
+      }
+      for (; r < end; r += kColRows) {
+        const V v = reinterpret_cast<const V*>(x + r * row_stride)[cv];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], Acc(v.v[e]));
+      }
+    }
+    // Combine the kColRows row groups in a fixed order.
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) staged[threadIdx.y][threadIdx.x * VEC + e] = acc[e];
+    __syncthreads();
+    if (threadIdx.y == 0 && active) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        Acc total = staged[0][threadIdx.x * VEC + e];
+        for (int y = 1; y < kColRows; ++y) total = R::combine(total, staged[y][threadIdx.x * VEC + e]);
+        const int64_t col = cv * VEC + e;
+        if (segments == 1) out[col] = scalar_t(R::finish(total, num_rows));
+        else partial[s * num_cols + col] = total;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// ---- the second pass: out[o] combines partial[s * num_out + o] over s, in order ------------------
+// A thread per output when there are many; a block per output (threads striding over s) when few.
+template <class scalar_t, ReduceFn F>
+__global__ void finish_kernel(scalar_t* __restrict__ out, const opmath_t<scalar_t>* __restrict__ partial,
+                              int64_t num_out, int64_t segments, int64_t count, bool block_per_output) {
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  if (block_per_output) {
+    for (int64_t o = blockIdx.x; o < num_out; o += gridDim.x) {
+      auto acc = R::identity();
+      for (int64_t s = threadIdx.x; s < segments; s += blockDim.x) acc = R::combine(acc, partial[s * num_out + o]);
+      acc = block_reduce<R>(acc);
+      if (threadIdx.x == 0) out[o] = scalar_t(R::finish(acc, count));
+    }
+    return;
+  }
+  for (int64_t o = global_thread(); o < num_out; o += grid_threads()) {
+    auto acc = R::identity();
+    for (int64_t s = 0; s < segments; ++s) acc = R::combine(acc, partial[s * num_out + o]);
+    out[o] = scalar_t(R::finish(acc, count));
+  }
+}
+
+// ---- generic: a block per output ------------------------------------------------------------------
+template <class scalar_t, ReduceFn F>
+__global__ void __launch_bounds__(kThreads)
+generic_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
+               StridedIndexer<1> inner, int64_t num_out, int64_t num_in) {
+  using Acc = opmath_t<scalar_t>;
+  using R = Reducer<F, Acc>;
+  for (int64_t o = blockIdx.x; o < num_out; o += gridDim.x) {
+    const scalar_t* slice = x + outer.offsets(o)[0];
+    Acc acc = R::identity();
+    for (int64_t j = threadIdx.x; j < num_in; j += blockDim.x) acc = R::combine(acc, Acc(slice[inner.offsets(j)[0]]));
+    acc = block_reduce<R>(acc);
+    if (threadIdx.x == 0) out[o] = scalar_t(R::finish(acc, num_in));
+  }
+}
+
+// ---- host side ------------------------------------------------------------------------------------
+
+template <class scalar_t>
+at::Tensor partials(const ReduceProblem& p, int64_t segments) {
+  const auto acc_dtype = std::is_same_v<opmath_t<scalar_t>, double> ? at::kDouble : at::kFloat;
+  return at::empty({segments * p.num_out}, p.x.options().dtype(acc_dtype));  // caching allocator
+}
+
+template <class scalar_t, ReduceFn F>
+void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
+  const bool block_per_output = p.num_out < 4 * sm_count();
+  const unsigned blocks = block_per_output ? unsigned(p.num_out) : grid_stride_blocks(p.num_out, kThreads);
+  finish_kernel<scalar_t, F><<<blocks, kThreads, 0, current_stream()>>>(
+      p.out.data_ptr<scalar_t>(), part.const_data_ptr<opmath_t<scalar_t>>(), p.num_out, segments, p.num_in,
+      block_per_output);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <class scalar_t, ReduceFn F, int VEC>
+void launch_rows(const ReduceProblem& p) {
+  const scalar_t* x = p.x.const_data_ptr<scalar_t>();
+  scalar_t* out = p.out.data_ptr<scalar_t>();
+  const int64_t sms = sm_count();
+  if (p.num_in < kBlockRowMin) {
+    int width = 1;  // lanes per row: enough to cover the row's vectors, at most a warp
+    while (width < kWarp && width * VEC * kUnroll < p.num_in) width *= 2;
+    const int64_t rows_per_block = kThreads / width;
+    const unsigned blocks = unsigned(std::min<int64_t>((p.num_out + rows_per_block - 1) / rows_per_block, sms * 16));
+    short_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(out, x, p.outer, p.num_out, p.num_in, width);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  // Split rows only when there are too few to give every SM several blocks; keep segments long.
+  const int64_t wanted_blocks = 4 * sms;
+  int64_t segments = 1;
+  if (p.num_out < wanted_blocks)
+    segments = std::max<int64_t>(1, std::min((wanted_blocks + p.num_out - 1) / p.num_out, p.num_in / (2 * kBlockRowMin)));
+  at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
+  const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, sms * 32));
+  long_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(
+      out, segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr, x, p.outer, p.num_out, p.num_in, segments);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (segments > 1) finish<scalar_t, F>(p, part, segments);
+}
+
+template <class scalar_t, ReduceFn F, int VEC>
+void launch_columns(const ReduceProblem& p, int64_t row_stride) {
+  const int64_t sms = sm_count();
+  const int64_t col_blocks = (p.num_out / VEC + kColThreads - 1) / kColThreads;
+  // Enough row segments for ~4 blocks per SM, each segment at least 64 rows.
+  int64_t segments = std::max<int64_t>(1, std::min((4 * sms + col_blocks - 1) / col_blocks, p.num_in / 64));
+  at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
+  const dim3 grid(unsigned(col_blocks), unsigned(std::min<int64_t>(segments, 65535)));
+  columns_kernel<scalar_t, F, VEC><<<grid, dim3(kColThreads, kColRows), 0, current_stream()>>>(
+      p.out.data_ptr<scalar_t>(), segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr,
+      p.x.const_data_ptr<scalar_t>(), p.num_out, p.num_in, row_stride, segments);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (segments > 1) finish<scalar_t, F>(p, part, segments);
+}
+
+template <class scalar_t, ReduceFn F>
+void launch(const ReduceProblem& p) {
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  const void* x = p.x.const_data_ptr();
+  const bool x_aligned = aligned(x, 16);
+
+  // rows: the reduced elements of each output are one contiguous run
+  if (p.inner.ndim <= 1 && (p.inner.ndim == 0 || p.inner.strides[0][0] == 1)) {
+    bool vec_ok = x_aligned && p.num_in % VEC == 0;
+    for (int d = 0; d < p.outer.ndim; ++d) vec_ok = vec_ok && p.outer.strides[0][d] % VEC == 0;
+    if (vec_ok) launch_rows<scalar_t, F, VEC>(p);
+    else launch_rows<scalar_t, F, 1>(p);
+    return;
+  }
+  // columns: outputs contiguous in x, each reducing one strided run
+  if (p.outer.ndim == 1 && p.outer.strides[0][0] == 1 && p.inner.ndim == 1) {
+    const int64_t row_stride = p.inner.strides[0][0];
+    if (x_aligned && p.num_out % VEC == 0 && row_stride % VEC == 0) launch_columns<scalar_t, F, VEC>(p, row_stride);
+    else launch_columns<scalar_t, F, 1>(p, row_stride);
+    return;
+  }
+  const int threads = int(std::min<int64_t>(kThreads, std::max<int64_t>(kWarp, (p.num_in + kWarp - 1) / kWarp * kWarp)));
+  const unsigned blocks = unsigned(std::min<int64_t>(p.num_out, int64_t(1) << 20));
+  generic_kernel<scalar_t, F><<<blocks, threads, 0, current_stream()>>>(
+      p.out.data_ptr<scalar_t>(), p.x.const_data_ptr<scalar_t>(), p.outer, p.inner, p.num_out, p.num_in);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace reduce_detail
+
+template <class scalar_t>
+void reduce_typed(const ReduceProblem& p) {
+  dispatch_fn(p.fn, [&](auto fn) { reduce_detail::launch<scalar_t, decltype(fn)::value>(p); });
+}
+
+// Instantiated once per dtype, each in its own translation unit (reduce_<dtype>.cu).
+extern template void reduce_typed<c10::Half>(const ReduceProblem&);
+extern template void reduce_typed<c10::BFloat16>(const ReduceProblem&);
+extern template void reduce_typed<float>(const ReduceProblem&);
+extern template void reduce_typed<double>(const ReduceProblem&);
+
+}  // namespace tiles::cuda
