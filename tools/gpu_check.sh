@@ -12,7 +12,7 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-1
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 torch_v=$(python -c "import torch; print(torch.__version__)")
-echo "gpu: $gpu | torch $torch_v | commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+echo "gpu: $gpu | torch $torch_v | commit $(git -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo none)"
 
 t0=$(date +%s)
 if ! python -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then

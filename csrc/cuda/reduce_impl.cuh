@@ -1,6 +1,6 @@
 // CUDA reduce kernels for one dtype (reduce.cu picks the dtype). By layout of the reduced elements (after the host merged contiguous dims):
-//   rows     each output reduces one contiguous row. Rows up to kBlockRowMin elements go to groups
-//            of 1..32 lanes (several rows per warp, warp shuffles); longer rows to a whole block; and
+//   rows     each output reduces one contiguous row. Rows shorter than kBlockRowMin elements go to
+//            groups of 1..32 lanes (several rows per warp, warp shuffles); longer rows to a whole block; and
 //            when there are too few rows to fill the GPU, each row is split across blocks whose
 //            partial results a second kernel combines (also the all-dims reduction of a contiguous
 //            tensor). Loads are 16-byte vectors when the rows are aligned.
@@ -23,8 +23,8 @@ namespace reduce_detail {
 
 constexpr int kWarp = 32;
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
-constexpr int64_t kBlockRowMin = 4096;  // rows at least this long get a block each
+constexpr int kUnroll = 8;  // vectors in flight per thread
+constexpr int64_t kBlockRowMin = 16384;  // rows at least this long get a block each
 
 // Combines v across aligned groups of `width` lanes (a power of two <= 32); every lane gets the result.
 template <class R, class Acc>
@@ -237,7 +237,7 @@ void launch_rows(const ReduceProblem& p) {
     return;
   }
   // Split rows only when there are too few to give every SM several blocks; keep segments long.
-  const int64_t wanted_blocks = 4 * sms;
+  const int64_t wanted_blocks = 8 * sms;
   int64_t segments = 1;
   if (p.num_out < wanted_blocks)
     segments = std::max<int64_t>(1, std::min((wanted_blocks + p.num_out - 1) / p.num_out, p.num_in / (2 * kBlockRowMin)));
@@ -253,8 +253,8 @@ template <class scalar_t, ReduceFn F, int VEC>
 void launch_columns(const ReduceProblem& p, int64_t row_stride) {
   const int64_t sms = sm_count();
   const int64_t col_blocks = (p.num_out / VEC + kColThreads - 1) / kColThreads;
-  // Enough row segments for ~4 blocks per SM, each segment at least 64 rows.
-  int64_t segments = std::max<int64_t>(1, std::min((4 * sms + col_blocks - 1) / col_blocks, p.num_in / 64));
+  // Enough row segments for ~8 blocks per SM, each segment at least 64 rows.
+  int64_t segments = std::max<int64_t>(1, std::min((8 * sms + col_blocks - 1) / col_blocks, p.num_in / 64));
   at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
   const dim3 grid(unsigned(col_blocks), unsigned(std::min<int64_t>(segments, 65535)));
   columns_kernel<scalar_t, F, VEC><<<grid, dim3(kColThreads, kColRows), 0, current_stream()>>>(
