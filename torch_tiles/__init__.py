@@ -16,6 +16,8 @@ except ImportError as e:  # typically: importing the source tree, which has no c
     ) from e
 from . import _autograd, _fake  # noqa: F401  (registrations)
 from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS, bmm, map, reduce, zip
+from . import functional, nn  # torch.nn-style blocks built on the ops
+from .functional import matmul
 
 __all__ = ["map", "zip", "reduce", "bmm", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS", "built_with_cuda"]
 __version__ = "0.1.0"
