@@ -71,11 +71,41 @@ def run_case(case, ceilings):
 
 
 def git_commit():
+    """The checked-out commit: from git, or read from .git directly where git is not installed."""
     try:
-        out = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
+        out = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "--short", "HEAD"], cwd=HERE,
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    except OSError:
+        pass
+    git_dir = os.path.join(HERE, "..", ".git")
+    try:
+        head = open(os.path.join(git_dir, "HEAD")).read().strip()
+        if head.startswith("ref: "):
+            ref = head[5:]
+            path = os.path.join(git_dir, ref)
+            if os.path.exists(path):
+                return open(path).read().strip()[:7]
+            for line in open(os.path.join(git_dir, "packed-refs")):
+                if line.rstrip().endswith(ref):
+                    return line[:7]
+        return head[:7]
     except OSError:
         return "unknown"
+
+
+def size_sweep():
+    """Copy and read-only (sum) bandwidth against size, timed like the cases: shows how much of the
+    1 GiB ceiling a kernel of a case's size can reach under do_bench's L2 flush."""
+    print(f"{'MiB':>6} {'copy GB/s':>10} {'torch.sum GB/s':>15}")
+    for mib in (16, 64, 128, 256, 1024):
+        src = torch.randn(mib << 18, device="cuda")
+        dst = torch.empty_like(src)
+        copy = 2 * src.numel() * 4 / bench_ms(lambda: dst.copy_(src)) / 1e6
+        read = src.numel() * 4 / bench_ms(lambda: src.sum()) / 1e6
+        print(f"{mib:>6} {copy:>10.0f} {read:>15.0f}")
+        del src, dst
 
 
 def save(results, out_dir):
@@ -118,9 +148,13 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="only the cases with targets")
     parser.add_argument("-k", default="", help="only cases whose name contains this")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
+    parser.add_argument("--sizes", action="store_true", help="print copy/read bandwidth against size and exit")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or not torch_tiles.built_with_cuda():
         sys.exit("benchmarks need a GPU and a CUDA build of torch_tiles")
+    if args.sizes:
+        size_sweep()
+        return
 
     cases = [c for c in all_cases() if (c.quick or not args.quick) and args.k in c.name]
     ceilings = measure_ceilings()

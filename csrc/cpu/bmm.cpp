@@ -38,7 +38,20 @@ void bmm_kernel(const BmmProblem& p) {
         }
         for (int64_t j = 0; j < p.n; ++j) c_row[j] = scalar_t(acc[j]);
       } else {
-        for (int64_t j = 0; j < p.n; ++j) {
+        // kCols dot products at once: each a element is loaded once for kCols independent sums,
+        // which keep the FMA units busy where one dependent chain would stall on its own latency.
+        constexpr int64_t kCols = 4;
+        int64_t j = 0;
+        for (; j + kCols <= p.n; j += kCols) {
+          Acc s[kCols] = {};
+          for (int64_t kk = 0; kk < p.k; ++kk) {
+            const Acc av = Acc(a_row[kk * sak]);
+            const scalar_t* b_k = b_mat + kk * sbk + j * sbn;
+            for (int64_t c = 0; c < kCols; ++c) s[c] += av * Acc(b_k[c * sbn]);
+          }
+          for (int64_t c = 0; c < kCols; ++c) c_row[j + c] = scalar_t(s[c]);
+        }
+        for (; j < p.n; ++j) {
           const scalar_t* b_col = b_mat + j * sbn;
           Acc s = 0;
           for (int64_t kk = 0; kk < p.k; ++kk) s += Acc(a_row[kk * sak]) * Acc(b_col[kk * sbk]);

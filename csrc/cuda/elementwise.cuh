@@ -287,11 +287,10 @@ void launch(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kAr
       return;
     }
     if (any_staged && (tiles.row_len + kTile - 1) / kTile < (int64_t(1) << 31)) {
-      // About 16 blocks per SM, each looping over several row tiles: tiny one-tile blocks cost more
-      // in scheduling than they move.
-      const int64_t col_tiles = (tiles.row_len + kTile - 1) / kTile, row_tiles = (tiles.rows + kTile - 1) / kTile;
-      const int64_t y_blocks = std::max<int64_t>(1, std::min<int64_t>(row_tiles, 16 * sm_count() / col_tiles));
-      const dim3 grid(unsigned(col_tiles), unsigned(std::min<int64_t>(y_blocks, 65535)));
+      // One block per tile (up to 65535 row tiles; past that, blocks loop). Fewer blocks that each
+      // loop over several tiles measured slower (benchmarks/NOTES.md).
+      const dim3 grid(unsigned((tiles.row_len + kTile - 1) / kTile),
+                      unsigned(std::min<int64_t>((tiles.rows + kTile - 1) / kTile, 65535)));
       transpose_kernel<scalar_t, Op><<<grid, dim3(kTile, kTileRows), 0, stream>>>(out, in, tiles);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
