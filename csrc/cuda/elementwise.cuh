@@ -165,17 +165,24 @@ transpose_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, 
     }
     __syncthreads();
     // Compute: consecutive threads write consecutive columns of a row of the contiguous output.
+    // Every value is loaded before the first store: the compiler cannot move loads of `in` past
+    // stores to `out` itself (it must assume they alias), and one DRAM latency per row would stall.
+    constexpr int kRowsPerThread = kTile / kTileRows;
+    T args[kRowsPerThread][N];
 #pragma unroll
-    for (int j = 0; j < kTile; j += kTileRows) {
-      const int64_t row = r0 + ty + j, col = c0 + tx;
-      if (row < lay.rows && col < lay.row_len) {
-        T args[N];
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int64_t row = r0 + ty + j * kTileRows, col = c0 + tx;
+      const bool inside = row < lay.rows && col < lay.row_len;
 #pragma unroll
-        for (int k = 0; k < N; ++k)
-          args[k] = T(lay.staged[k] ? tile[k][tx][ty + j]
-                                    : in.ptr[k][col * lay.col_stride[k] + row * lay.row_stride[k]]);
-        out[row * lay.row_len + col] = scalar_t(Op{}(args));
-      }
+      for (int k = 0; k < N; ++k)
+        args[j][k] = !inside ? T(0)
+                     : T(lay.staged[k] ? tile[k][tx][ty + j * kTileRows]
+                                       : in.ptr[k][col * lay.col_stride[k] + row * lay.row_stride[k]]);
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int64_t row = r0 + ty + j * kTileRows, col = c0 + tx;
+      if (row < lay.rows && col < lay.row_len) out[row * lay.row_len + col] = scalar_t(Op{}(args[j]));
     }
     __syncthreads();  // the tile is refilled for the next r0
   }
