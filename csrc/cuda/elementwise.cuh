@@ -260,13 +260,15 @@ void launch(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kAr
   auto stream = current_stream();
 
   if (ix.is_contiguous()) {
-    if (all_aligned) {
-      const unsigned blocks = grid_stride_blocks((n + VEC - 1) / VEC, kThreads * kUnroll, 16);
+    // One chunk of kThreads * kUnroll vectors per block (the grid-stride loop then runs once) up to
+    // 2^20 blocks: measured a little faster than a persistent grid of a few blocks per SM.
+    const int vec = all_aligned ? VEC : 1;
+    const int64_t chunks = ((n + vec - 1) / vec + kThreads * kUnroll - 1) / (kThreads * kUnroll);
+    const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(1) << 20)));
+    if (all_aligned)
       contiguous_kernel<scalar_t, Op, VEC><<<blocks, kThreads, 0, stream>>>(out, in, n);
-    } else {
-      const unsigned blocks = grid_stride_blocks(n, kThreads * kUnroll, 16);
+    else
       contiguous_kernel<scalar_t, Op, 1><<<blocks, kThreads, 0, stream>>>(out, in, n);
-    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }

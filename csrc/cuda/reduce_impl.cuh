@@ -239,7 +239,7 @@ void launch_rows(const ReduceProblem& p) {
     return;
   }
   // Split rows only when there are too few to give every SM several blocks; keep segments long.
-  const int64_t wanted_blocks = 8 * sms;
+  const int64_t wanted_blocks = 16 * sms;
   int64_t segments = 1;
   if (p.num_out < wanted_blocks)
     segments = std::max<int64_t>(1, std::min((wanted_blocks + p.num_out - 1) / p.num_out, p.num_in / (2 * kBlockRowMin)));
