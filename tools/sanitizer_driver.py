@@ -1,0 +1,59 @@
+"""Drives every CUDA kernel path of torch_tiles once, on small inputs, forward and backward: the
+program tools/sanitize.sh runs under compute-sanitizer. Sizes are chosen to reach each path and its
+edges (vector tails, misaligned starts, transposed tiles, split and column reductions, bmm edge tiles)
+while keeping the sanitizer's run short. Exits non-zero if any result disagrees with PyTorch.
+"""
+import torch
+
+import torch_tiles  # noqa: F401
+
+T = torch.ops.tiles
+dev = "cuda"
+bad = []
+
+
+def check(name, out, ref, tol):
+    if not torch.allclose(out.double(), ref.double(), rtol=tol, atol=tol, equal_nan=True):
+        bad.append(name)
+
+
+def rand(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device=dev, dtype=dtype)
+
+
+for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+    x = rand(1037, dtype=dtype)
+    check("map contiguous", T.map(x, "exp"), x.double().exp(), tol)
+    check("map misaligned", T.map(x[1:], "neg"), -x[1:], tol)
+    m = rand(33, 64, dtype=dtype)
+    check("zip rows", T.zip(m, m[0], "add"), m + m[0], tol)
+    check("zip column", T.zip(m, m[:, :1], "mul"), m * m[:, :1], tol)
+    t = rand(70, 33, dtype=dtype).t()
+    check("map transpose", T.map(t, "sin"), t.double().sin(), tol)
+    check("zip transpose", T.zip(t, t.contiguous(), "max"), torch.maximum(t, t.contiguous()), tol)
+    s = rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]
+    check("map strided", T.map(s, "abs"), s.abs(), tol)
+    other = rand(64, dtype=torch.float16)  # another float dtype: the converting (mixed) path
+    check("zip mixed", T.zip(m, other, "sub"), m.double() - other.double(), max(tol, 1e-3))
+    for shape, dim in [((300, 5), [1]), ((20, 1000), [1]), ((1, 70000), [1]), ((300, 256), [0]),
+                       ((6, 30, 7), [1]), ((5000,), None)]:
+        r = rand(*shape, dtype=dtype)
+        ref = r.double().sum() if dim is None else r.double().sum(dim[0])
+        check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
+        check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
+              r.double().amax() if dim is None else r.double().amax(dim[0]), tol)
+    for (b, mm, k, n) in [(2, 65, 17, 33), (1, 1, 1, 1), (3, 8, 0, 5)]:
+        a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
+        check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
+        check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
+              tol * max(1, k))
+
+# Backward of every op: the autograd formulas launch the kernels above in other layouts.
+x = rand(16, 24, requires_grad=True)
+w = rand(24, 8, requires_grad=True)
+y = T.reduce(T.map(T.zip(T.bmm(x, w), rand(8), "add"), "gelu"), [0], "prod")
+T.reduce(y, None, "mean").backward()
+check("grad finite", torch.isfinite(x.grad).all().float(), torch.ones(()), 0)
+torch.cuda.synchronize()
+print("sanitizer driver:", "all results match" if not bad else f"MISMATCH in {bad}")
+raise SystemExit(1 if bad else 0)
