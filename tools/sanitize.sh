@@ -9,7 +9,8 @@ mkdir -p "$OUT"
 summary=""
 for tool in memcheck racecheck initcheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 0 python -P tools/sanitizer_driver.py >"$OUT/sanitize_$tool.log" 2>&1
-  errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitize_$tool.log" | grep -oE "[0-9]+" | tail -1)
+  # memcheck/initcheck/synccheck end with "ERROR SUMMARY: N errors", racecheck with "(N errors, M warnings)"
+  errors=$(grep -oE "ERROR SUMMARY: [0-9]+|\(([0-9]+) errors" "$OUT/sanitize_$tool.log" | grep -oE "[0-9]+" | tail -1)
   driver=$(grep -o "sanitizer driver: .*" "$OUT/sanitize_$tool.log" | tail -1)
   echo "sanitizer $tool: ${errors:-?} errors | ${driver:-driver did not finish}"
   summary="$summary $tool=${errors:-?}"
