@@ -32,7 +32,7 @@ test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 
 if [ -n "${BENCH+set}" ]; then
-  # The device copy of the repo may lack git or refs: pass the commit in from where it is known.
+  # A copy of the repo without git records commit "unknown": set TILES_COMMIT to name it.
   python benchmarks/run.py $BENCH 2>&1 | tee "$OUT/bench.log" | tail -40
   cp benchmarks/results/*.json benchmarks/results/*.png "$OUT/" 2>/dev/null
 fi
