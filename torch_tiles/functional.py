@@ -116,7 +116,16 @@ def _shifted(x: Tensor, dim: int) -> Tensor:
     return _zip(x, _reduce(x, [dim], "max", True), "sub")
 
 
-class _Softmax(torch.autograd.Function):
+class _SavesOutput(torch.autograd.Function):
+    """Keeps the dim and the forward's output for a backward that is written in terms of them."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
+
+
+class _Softmax(_SavesOutput):
     """softmax with a backward written in tiles ops: grad_x = y (g - sum(g y)).
 
     A Function of its own (rather than autograd through the forward's ops) because softmax is unchanged
@@ -131,29 +140,19 @@ class _Softmax(torch.autograd.Function):
         return _zip(e, _reduce(e, [dim], "sum", True), "div")
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.dim = inputs[1]
-        ctx.save_for_backward(output)
-
-    @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         dot = _reduce(_zip(g, y, "mul"), [ctx.dim], "sum", True)
         return _zip(y, _zip(g, dot, "sub"), "mul"), None
 
 
-class _LogSoftmax(torch.autograd.Function):
+class _LogSoftmax(_SavesOutput):
     """log_softmax with a backward written in tiles ops: grad_x = g - exp(out) sum(g); see _Softmax."""
 
     @staticmethod
     def forward(x, dim):
         z = _shifted(x, dim)
         return _zip(z, _map(_reduce(_map(z, "exp"), [dim], "sum", True), "log"), "sub")
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.dim = inputs[1]
-        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, g):
