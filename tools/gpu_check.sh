@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine (the device tool): build the CUDA extension, run the whole test suite with
 # the CUDA tests, optionally run the benchmarks, and print a short summary last.
-#   tools/gpu_check.sh [pytest args...]   default: tests (the whole suite); e.g. tools/gpu_check.sh tests/test_bmm.py
+#   tools/gpu_check.sh [pytest args...]   default: tests -m 'not big'; e.g. tools/gpu_check.sh tests/test_bmm.py
 # Env: BENCH="--quick" (or BENCH="" for every case) runs `python benchmarks/run.py $BENCH` after the tests.
 # Logs go to $OUT (the device tool's folder that comes back) or /tmp/tiles_out.
 set -uo pipefail
@@ -27,7 +27,9 @@ grep -E "registers|spill|stack frame" "$OUT/build.log" | sort | uniq -c | sort -
 # `python -P` keeps the source tree off sys.path, so `import torch_tiles` finds the installed build.
 python -P -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
 t1=$(date +%s)
-python -P -m pytest -q -p no:cacheprovider -n 8 -rs "${@:-tests}" 2>&1 | tee "$OUT/pytest.log" | tail -60
+# Default: the whole suite but the `big` tests (several GiB each: run them alone, without -n).
+if [ $# -eq 0 ]; then set -- tests -m "not big"; fi
+python -P -m pytest -q -p no:cacheprovider -n 8 -rs "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
 test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 

@@ -173,7 +173,10 @@ def _reduce_backward(ctx, grad):
         gx = grad.expand(x.shape)
     elif fn == "mean":
         # The count as a 0-dim float64: exact, and (being 0-dim) it does not promote grad's dtype.
-        count = grad.new_full((), math.prod(x.shape[d] for d in dims), dtype=torch.float64)
+        # Over no elements the gradient is empty; dividing by 1 instead of 0 keeps its own gradient
+        # (double backward) a finite sum of no terms, 0, as in PyTorch, instead of 0 / 0.
+        n = torch.sym_max(math.prod(x.shape[d] for d in dims), 1)
+        count = grad.new_full((), n, dtype=torch.float64)
         gx = _zip(grad, count, "div").expand(x.shape)
     elif fn == "prod":
         gx = _prod_grad(x, grad, dims)
