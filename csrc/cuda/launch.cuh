@@ -11,7 +11,7 @@
 
 namespace tiles::cuda {
 
-// Blocks for a grid-stride loop over n items: enough to fill every SM several times, no more.
+// The current device's multiprocessor count.
 inline int sm_count() {
   int sms = 0;  // a cached driver attribute: cheap, no synchronization
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c10::cuda::current_device()));
@@ -21,6 +21,7 @@ inline int sm_count() {
 // The current stream of the current device: every kernel launches here.
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
 
+// Blocks for a grid-stride loop over n items: enough to fill every SM several times, no more.
 inline unsigned grid_stride_blocks(int64_t n, int threads, int blocks_per_sm = 8) {
   const int64_t sms = sm_count();
   const int64_t wanted = (n + threads - 1) / threads;
