@@ -38,3 +38,12 @@ def seed(request):
     torch.manual_seed(value)
     random.seed(value)
     return value
+
+
+@pytest.fixture
+def highest_float32_precision():
+    """float32 matmuls in PyTorch's references (and ours) at full float32 precision for one test."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(old)

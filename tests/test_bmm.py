@@ -7,6 +7,9 @@ import torch
 import torch_tiles
 from helpers import FLOAT_DTYPES, dtype_id, make_tensor, rel_error
 
+# Every test compares float32 against references at full float32 precision (no TF32).
+pytestmark = pytest.mark.usefixtures("highest_float32_precision")
+
 # ||out - ref|| / ||ref|| bounds against the float64 reference
 REL_ERR = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
@@ -28,14 +31,6 @@ SHAPE_CASES = {
     "tiles_plus_one": ((2, 65, 129), (2, 129, 33)),
     "larger_K": ((2, 16, 700), (2, 700, 24)),
 }
-
-
-@pytest.fixture(autouse=True)
-def highest_float32_precision():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
 
 
 def expected_shape(shape_a, shape_b):

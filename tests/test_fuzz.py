@@ -438,14 +438,6 @@ def test_reduce_rejects_repeated_and_out_of_range_dims(device, data):
 
 # -------------------------------------------------------------------------------------------- bmm
 
-@pytest.fixture
-def highest_float32_precision():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
-
-
 @st.composite
 def bmm_shapes(draw):
     """Shapes of a 2-D / 3-D pair with sizes 0..9 and batch broadcasting (a batch of 1 or 2-D)."""

@@ -6,22 +6,14 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import CUDA_AVAILABLE
-from helpers import TOL, assert_close_to_ref, assert_reduce_close, make_tensor
+from helpers import assert_bmm_close, assert_close_to_ref, assert_reduce_close, cpu64, make_tensor
 
-pytestmark = pytest.mark.skipif(not (CUDA_AVAILABLE and torch.cuda.device_count() >= 2),
-                                reason="needs two GPUs and the CUDA build")
+pytestmark = [pytest.mark.usefixtures("highest_float32_precision"),
+              pytest.mark.skipif(not (CUDA_AVAILABLE and torch.cuda.device_count() >= 2), reason="needs two GPUs and the CUDA build")]
 
 T = torch.ops.tiles
 F32, F64 = torch.float32, torch.float64
 SLEEP_CYCLES = 100_000_000  # tens of milliseconds of GPU time (torch.cuda._sleep)
-
-
-@pytest.fixture(autouse=True)
-def highest_float32_precision():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
 
 
 @pytest.fixture(autouse=True)
@@ -30,22 +22,6 @@ def current_device_0():
     torch.cuda.set_device(0)
     yield
     torch.cuda.set_device(old)
-
-
-def cpu64(t):
-    return t.detach().double().cpu()
-
-
-def assert_bmm_close(out, a, b):
-    """|out - a @ b| <= rtol * (|a| @ |b|) + atol elementwise (the error scale of a dot product),
-    against float64 on the CPU, with out's dtype's tolerance."""
-    a64, b64 = cpu64(a), cpu64(b)
-    ref = torch.matmul(a64, b64)
-    assert out.shape == ref.shape, (tuple(out.shape), tuple(ref.shape))
-    tol = TOL[out.dtype]
-    bound = tol.rtol * torch.matmul(a64.abs(), b64.abs()) + tol.atol
-    err = (cpu64(out) - ref).abs()
-    assert (err <= bound).all(), f"bmm: max error {err.max().item():.3g}, max excess {(err - bound).max().item():.3g}"
 
 
 # name: (inputs as (shape, layout, domain), op, check(out, *inputs))

@@ -6,9 +6,9 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
-from helpers import TOL, assert_close_to_ref, assert_reduce_close, make_tensor
+from helpers import assert_bmm_close, assert_close_to_ref, assert_reduce_close, cpu64, make_tensor
 
-pytestmark = requires_cuda
+pytestmark = [requires_cuda, pytest.mark.usefixtures("highest_float32_precision")]
 
 T = torch.ops.tiles
 F32, F64 = torch.float32, torch.float64
@@ -16,30 +16,6 @@ F32, F64 = torch.float32, torch.float64
 # enough that a kernel launched on a stream other than the side stream would run before the side
 # stream has written the op's input
 SLEEP_CYCLES = 100_000_000
-
-
-@pytest.fixture(autouse=True)
-def highest_float32_precision():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
-
-
-def cpu64(t):
-    return t.detach().double().cpu()
-
-
-def assert_bmm_close(out, a, b):
-    """|out - a @ b| <= rtol * (|a| @ |b|) + atol elementwise (the error scale of a dot product),
-    against float64 on the CPU, with out's dtype's tolerance."""
-    a64, b64 = cpu64(a), cpu64(b)
-    ref = torch.matmul(a64, b64)
-    assert out.shape == ref.shape, (tuple(out.shape), tuple(ref.shape))
-    tol = TOL[out.dtype]
-    bound = tol.rtol * torch.matmul(a64.abs(), b64.abs()) + tol.atol
-    err = (cpu64(out) - ref).abs()
-    assert (err <= bound).all(), f"bmm: max error {err.max().item():.3g}, max excess {(err - bound).max().item():.3g}"
 
 
 # ------------------------------------------------------------------------------------ side stream
