@@ -40,16 +40,28 @@ def sources(pattern):
     return sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, pattern), recursive=True))
 
 
+def sm90a_macros():
+    """TILES_HAS_SM90A when the build includes sm_90a code: the host then offers the Hopper-only
+    (wgmma / TMA) kernels to compute-capability-9.0 devices. A plain "9.0" is built as 9.0a, since
+    the Hopper kernels need the arch-specific target."""
+    archs = [a.strip() for a in os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").split(";")]
+    if "9.0" in archs or "9.0+PTX" in archs:
+        archs = ["9.0a" if a.startswith("9.0") else a for a in archs]
+        os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
+    return [("TILES_HAS_SM90A", None)] if "9.0a" in archs else []
+
+
 with_cuda, why = want_cuda()
 cxx_flags = ["-O3"]
 if with_cuda:
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
-        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCHS
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCHS if not torch.cuda.is_available() else ";".join(
+            sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}))
     ext = CUDAExtension(
         "torch_tiles._C",
-        sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/*.cu"),
+        sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/**/*.cu"),
         include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
-        define_macros=[("TILES_WITH_CUDA", None)],
+        define_macros=[("TILES_WITH_CUDA", None)] + sm90a_macros(),
         extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]},
     )
 else:

@@ -21,6 +21,8 @@ class Case:
     bytes: Optional[Callable] = None     # inputs -> minimal bytes moved (memory-bound cases)
     flops: Optional[Callable] = None     # inputs -> flops (compute-bound cases)
     quick: bool = True                   # part of --quick
+    precision: str = "highest"           # torch.set_float32_matmul_precision while timing (float32 bmm)
+    error: str = "max"                   # "max": max |out - ref| / max |ref|; "fro": ||out - ref|| / ||ref||
 
     def rate_unit(self):
         return "GB/s" if self.bytes else "TFLOP/s"
@@ -54,11 +56,18 @@ def _reduce_case(name, make, dim, fn, torch_fn, quick=True):
                 bytes=moved, quick=quick)
 
 
-def _bmm_case(name, make, quick=False):
+def _bmm_case(name, batch, m, n, k, dtype=torch.bfloat16, a_t=False, b_t=False, precision="highest",
+              quick=True):
+    """a [batch, m, k] @ b [batch, k, n]; a_t / b_t: that operand is the transpose of a contiguous tensor
+    (column-major), as a.transpose(1, 2) or b.mT in user code."""
+    def make():
+        a = _rand(batch, k, m, dtype=dtype).transpose(1, 2) if a_t else _rand(batch, m, k, dtype=dtype)
+        b = _rand(batch, n, k, dtype=dtype).transpose(1, 2) if b_t else _rand(batch, k, n, dtype=dtype)
+        return a, b
+
     def flops(a, b):
-        batch = a.shape[0] if a.dim() == 3 else 1
-        return 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    return Case(name, make, T.bmm, torch.matmul, flops=flops, quick=quick)
+        return 2 * a.shape[0] * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    return Case(name, make, T.bmm, torch.matmul, flops=flops, quick=quick, precision=precision, error="fro")
 
 
 R, C = 4096, 8192
@@ -94,10 +103,24 @@ def all_cases():
         _reduce_case("reduce sum fp32 2^28 all", lambda: (_rand(1 << 28),), None, "sum", lambda x: x.sum()),
         _reduce_case(f"reduce sum bf16 {R}x{C} dim1", lambda: (_rand(R, C, dtype=torch.bfloat16),), 1, "sum",
                      lambda x: x.sum(1), quick=False),
-        # ---- bmm (the general kernel for now; see the bmm issue)
-        _bmm_case("bmm bf16 B=8 2048x2048x2048",
-                  lambda: (_rand(8, 2048, 2048, dtype=torch.bfloat16), _rand(8, 2048, 2048, dtype=torch.bfloat16))),
-        _bmm_case("bmm fp32 B=32 512x512x512", lambda: (_rand(32, 512, 512), _rand(32, 512, 512))),
+        # ---- bmm: the issue's cases (names fixed), then more shapes, layouts and dtypes
+        _bmm_case("bmm bf16 B=1 4096x4096x4096", 1, 4096, 4096, 4096),
+        _bmm_case("bmm bf16 B=8 2048x2048x2048", 8, 2048, 2048, 2048),
+        _bmm_case("bmm bf16 a^T B=8 2048x2048x2048", 8, 2048, 2048, 2048, a_t=True),
+        _bmm_case("bmm bf16 B=32 512x512x512", 32, 512, 512, 512),
+        _bmm_case("bmm bf16 B=256 128x128x64", 256, 128, 128, 64),
+        _bmm_case("bmm bf16 B=96 2048x2048 K=64", 96, 2048, 2048, 64),
+        _bmm_case("bmm fp16 B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float16),
+        _bmm_case("bmm fp32 B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float32),
+        _bmm_case("bmm fp32-tf32 B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float32, precision="high"),
+        _bmm_case("bmm fp64 B=32 512x512x512", 32, 512, 512, 512, torch.float64),
+        _bmm_case("bmm bf16 b^T B=8 2048x2048x2048", 8, 2048, 2048, 2048, b_t=True, quick=False),
+        _bmm_case("bmm bf16 a^T b^T B=8 2048x2048x2048", 8, 2048, 2048, 2048, a_t=True, b_t=True, quick=False),
+        _bmm_case("bmm fp16 B=8 2048x2048x2048", 8, 2048, 2048, 2048, torch.float16, quick=False),
+        _bmm_case("bmm bf16 B=1 8192x8192x8192", 1, 8192, 8192, 8192, quick=False),
+        _bmm_case("bmm bf16 B=1 1000x17x513 (odd: general kernel)", 1, 1000, 513, 17, quick=False),
+        _bmm_case("bmm bf16 B=4 1000x1000x1000", 4, 1000, 1000, 1000, quick=False),
+        _bmm_case("bmm fp32 B=32 512x512x512", 32, 512, 512, 512, torch.float32, quick=False),
     ]
 
 

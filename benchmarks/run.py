@@ -22,7 +22,7 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 
-from cases import all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+from cases import T, all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -53,12 +53,24 @@ def max_rel_error(out, ref):
     return ((out - ref).abs().max().item() / (scale or 1.0)) if ref.numel() else 0.0
 
 
+def fro_rel_error(out, ref):
+    out, ref = out.double(), ref.double()
+    return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
+
+
 def run_case(case, ceilings):
     inputs = case.make()
-    out = case.tiles(*inputs)
-    err = max_rel_error(out, reference(case, inputs))
-    tiles_ms = bench_ms(lambda: case.tiles(*inputs))
-    torch_ms = bench_ms(lambda: case.torch(*inputs))
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(case.precision)  # both libraries time under the case's precision
+    try:
+        out = case.tiles(*inputs)
+        ref = reference(case, inputs)
+        err = (fro_rel_error if case.error == "fro" else max_rel_error)(out, ref)
+        del out, ref
+        tiles_ms = bench_ms(lambda: case.tiles(*inputs))
+        torch_ms = bench_ms(lambda: case.torch(*inputs))
+    finally:
+        torch.set_float32_matmul_precision(previous)
     if case.bytes:
         rate = case.bytes(*inputs) / tiles_ms / 1e6
         ceiling = ceilings["copy_gbs"]
@@ -67,7 +79,8 @@ def run_case(case, ceilings):
         ceiling = ceilings["bf16_mm_tflops"]
     return {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
             "speedup": round(torch_ms / tiles_ms, 3), "rate": round(rate, 1), "unit": case.rate_unit(),
-            "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}")}
+            "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}"),
+            "error": case.error, **({"path": T._bmm_path(*inputs)} if case.tiles is T.bmm else {})}
 
 
 def git_commit():
@@ -142,7 +155,8 @@ def print_table(results):
     print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rate':>9} {'unit':>7} {'%ceil':>6} {'max err':>9}")
     for c in results["cases"]:
         print(f"{c['name']:<48} {c['tiles_ms']:>9.4f} {c['torch_ms']:>9.4f} {c['speedup']:>7.2f}x "
-              f"{c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}")
+              f"{c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}"
+              + (f"  [{c['path']}]" if "path" in c else ""))
 
 
 def main(argv=None):

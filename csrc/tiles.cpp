@@ -11,6 +11,9 @@ TORCH_LIBRARY(tiles, m) {
   m.def("zip(Tensor a, Tensor b, str fn) -> Tensor");
   m.def("reduce(Tensor x, int[]? dim, str fn, bool keepdim=False) -> Tensor");
   m.def("bmm(Tensor a, Tensor b) -> Tensor");
+  // Which kernel bmm would run for these operands ("cpu", "general", "hopper-wgmma"; a "general" answer
+  // on CUDA carries the reason after a colon). For tests and benchmarks; not part of the API.
+  m.def("_bmm_path(Tensor a, Tensor b) -> str");
 }
 
 namespace {

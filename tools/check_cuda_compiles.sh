@@ -2,7 +2,7 @@
 # Compile-checks every CUDA source with nvcc on a machine without a GPU (or a CUDA build of torch):
 # the CPU torch wheel still ships the ATen/c10 CUDA headers, so each .cu file can be compiled to an
 # object for sm_90a with the flags torch.utils.cpp_extension would use. Nothing is linked or run.
-# Usage: tools/check_cuda_compiles.sh [file.cu ...]   (default: every csrc/cuda/*.cu; non-zero exit if any fails)
+# Usage: tools/check_cuda_compiles.sh [file.cu ...]   (default: every .cu under csrc/cuda; non-zero exit if any fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -26,7 +26,7 @@ check_one() {
   local src=$1 start=$(date +%s)
   if "$NVCC" -c "$src" -o "$OUT/$(basename "$src").o" $ARCH -std=$STD -O1 \
       -I csrc -I csrc/include -I "$TORCH_INC" -I "$OUT/stub" -I "$TORCH_INC/torch/csrc/api/include" -I "$PY_INC" \
-      -DTILES_WITH_CUDA -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
+      -DTILES_WITH_CUDA -DTILES_HAS_SM90A -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
       -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr \
       -Xcompiler -fPIC -w ${EXTRA_NVCC_FLAGS:-}; then
     echo "check_cuda_compiles: ok   $src ($(( $(date +%s) - start ))s)"
@@ -38,7 +38,7 @@ check_one() {
 # One compile per core at a time; the exit status is non-zero if any file failed.
 jobs_max=$(nproc)
 status=0
-for src in ${@:-csrc/cuda/*.cu}; do
+for src in ${@:-$(find csrc/cuda -name "*.cu" | sort)}; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || status=1; done
   check_one "$src" &
 done

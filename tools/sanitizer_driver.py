@@ -48,6 +48,26 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
               tol * max(1, k))
 
+# The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
+# both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA
+# stores; otherwise direct stores from padded operands), a broadcast batch.
+for dtype in (torch.bfloat16, torch.float16):
+    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100)]:
+        kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
+        a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
+        a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
+        w_row = rand(b, k, np_, dtype=dtype)[:, :, :n]
+        w_col = rand(b, n, kp, dtype=dtype)[:, :, :k].mT
+        for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
+                           ("broadcast", a_row[0], w_row)]:
+            ref = a.double() @ w.double()
+            # initcheck does not count TMA (bulk tensor) stores as writes, so an output the TMA-store
+            # epilogue wrote reads as uninitialized. Fill the output's future block with NaN first
+            # (the caching allocator hands it straight back): initcheck then sees written memory,
+            # and the comparison fails if any element kept its NaN.
+            torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
+            check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w), ref, 2e-2 * k ** 0.5)
+
 # Backward of every op: the autograd formulas launch the kernels above in other layouts.
 x = rand(16, 24, requires_grad=True)
 w = rand(24, 8, requires_grad=True)

@@ -1,6 +1,8 @@
 // Registers the CPU kernels for the tiles operators.
 #include <torch/library.h>
 
+#include <string>
+
 #include "cpu/kernels.h"
 #include "tiles/entry.h"
 
@@ -9,4 +11,8 @@ TORCH_LIBRARY_IMPL(tiles, CPU, m) {
   m.impl("zip", &tiles::zip_entry<tiles::cpu::zip>);
   m.impl("reduce", &tiles::reduce_entry<tiles::cpu::reduce>);
   m.impl("bmm", &tiles::bmm_entry<tiles::cpu::bmm>);
+  m.impl("_bmm_path", [](const at::Tensor& a, const at::Tensor& b) -> std::string {
+    tiles::make_bmm_problem(a, b);  // the same argument checks as bmm
+    return "cpu";
+  });
 }

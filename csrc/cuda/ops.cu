@@ -3,6 +3,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <string>
+
+#include "cuda/bmm/paths.h"
 #include "cuda/kernels.h"
 #include "tiles/entry.h"
 
@@ -33,6 +36,14 @@ at::Tensor bmm_cuda(const at::Tensor& a, const at::Tensor& b) {
   return bmm_entry<bmm>(a, b);
 }
 
+std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
+  c10::cuda::CUDAGuard guard(cuda_device(a, b));
+  const BmmProblem p = make_bmm_problem(a, b);
+  const char* why = "";
+  if (hopper::can_run(p, &why)) return "hopper-wgmma";
+  return std::string("general: ") + why;
+}
+
 }  // namespace
 }  // namespace tiles::cuda
 
@@ -41,4 +52,5 @@ TORCH_LIBRARY_IMPL(tiles, CUDA, m) {
   m.impl("zip", &tiles::cuda::zip_cuda);
   m.impl("reduce", &tiles::cuda::reduce_cuda);
   m.impl("bmm", &tiles::cuda::bmm_cuda);
+  m.impl("_bmm_path", &tiles::cuda::bmm_path_cuda);
 }

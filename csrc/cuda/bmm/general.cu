@@ -1,4 +1,5 @@
-// CUDA bmm, the general strided kernel: any dtype, any strides, batch broadcast through stride 0.
+// CUDA bmm, the general strided kernel: any dtype, any strides, batch broadcast through stride 0, any
+// GPU. The fallback for everything the tensor-core paths do not take (see bmm/bmm.cu).
 //
 // Each block computes a kTile x kTile tile of one output matrix. Per step it stages a kTile x kDepth
 // slab of a and a kDepth x kTile slab of b in shared memory (converted to the op-math type), and each
@@ -6,11 +7,11 @@
 // spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads
 // walk whichever of an operand's two matrix dims has unit stride, so both row- and column-major
 // operands (a.transpose(1, 2), b.mT) load coalesced.
-#include "cuda/kernels.h"
+#include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
 #include "tiles/dispatch.h"
 
-namespace tiles::cuda {
+namespace tiles::cuda::general {
 namespace {
 
 constexpr int kTile = 64;    // output tile edge
@@ -104,4 +105,4 @@ void bmm(const BmmProblem& p) {
   TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::bmm", [&] { launch<scalar_t>(p); });
 }
 
-}  // namespace tiles::cuda
+}  // namespace tiles::cuda::general

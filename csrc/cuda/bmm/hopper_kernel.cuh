@@ -1,0 +1,278 @@
+// The Hopper (sm_90a) tensor-core bmm for bf16 and fp16: TMA loads into 128-byte-swizzled shared
+// memory, wgmma from two consumer warpgroups, a producer warpgroup that runs ahead by kStages k-blocks,
+// and a persistent grid walking output tiles in an L2-friendly order.
+//
+// Block: 3 warpgroups. Warpgroup 0 is the producer (one thread issues every TMA copy); warpgroups 1
+// and 2 each own 64 rows of the 128 x BN output tile and accumulate them in registers in float.
+// Each k-block is BK = 64 deep: exactly one 128-byte swizzle row of a K-major operand.
+//
+// Operand layouts, per stage in shared memory (each box is [rows][64 elements], 128-byte rows):
+//   A K-major (a[m][k] with unit k stride):     one box of 128 m-rows;
+//   A M-major (unit m stride, a = x.mT):         two boxes of 64 k-rows, for m 0..63 and 64..127;
+//   B K-major (unit k stride, b = y.mT):         one box of BN n-rows;
+//   B N-major (b[k][n] with unit n stride):      BN / 64 boxes of 64 k-rows.
+// Either way consumer w's A rows start 8 KiB * w into the stage. Out-of-range rows, columns and k are
+// zero-filled by TMA, so edge tiles need no special case.
+//
+// Epilogue: each consumer converts its 64 x BN floats to the output type in its own swizzled shared
+// buffer and hands it to TMA stores, which clip at the matrix edges and drain while the consumer
+// starts its next tile. When the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot
+// address it, and the consumers store straight from registers instead.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/bmm/sm90_ptx.cuh"
+#include "cuda/bmm/wgmma_ops.cuh"
+
+namespace tiles::cuda::hopper {
+
+// What the kernel needs besides the tensor maps. Batch strides of 0 broadcast an operand.
+struct GemmShape {
+  int64_t batch, m, n, k;
+  int tiles_m, tiles_n;
+  bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
+  bool tma_store;                 // the output is described by map_c
+};
+
+template <int BN>
+struct TileConfig {
+  static constexpr int BM = 128, BK = 64;
+  static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kABytes = BM * BK * 2;          // 16 KiB
+  static constexpr int kBBytes = BN * BK * 2;          // 16 or 32 KiB
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kCBytes = BM * BN * 2;          // the output tile, staged for the TMA stores
+  static constexpr int kStages = BN == 256 ? 3 : 5;    // as deep as the rest of ~210 KiB allows
+  static constexpr int kGroupM = 8;                     // tile rows walked together (L2 reuse of B)
+  static constexpr size_t kSmemBytes =
+      size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+};
+
+// One product for warpgroup-sized tiles: 64 x BN x 16.
+template <class T, int BN, bool kTransA, bool kTransB>
+__device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db) {
+  constexpr int ta = kTransA, tb = kTransB;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (BN == 256) wgmma_m64n256k16_bf16<ta, tb>(acc, da, db, 1);
+    else wgmma_m64n128k16_bf16<ta, tb>(acc, da, db, 1);
+  } else {
+    if constexpr (BN == 256) wgmma_m64n256k16_f16<ta, tb>(acc, da, db, 1);
+    else wgmma_m64n128k16_f16<ta, tb>(acc, da, db, 1);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T from_float(float v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
+  else return __float2half_rn(v);
+}
+
+// Two adjacent outputs as one 4-byte store (`dst` 4-byte aligned).
+__device__ __forceinline__ void store_pair(__nv_bfloat16* dst, float v0, float v1) {
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
+}
+__device__ __forceinline__ void store_pair(__half* dst, float v0, float v1) {
+  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(v0, v1);
+}
+
+// Output tile `t` of the persistent walk -> (batch, tile row, tile column). Within a batch, groups
+// of kGroupM tile rows are walked column by column, so the B columns a group reads stay in L2.
+struct TileCoord {
+  int64_t batch;
+  int tm, tn;
+};
+template <int kGroupM>
+__device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
+  const int64_t per_batch = int64_t(tiles_m) * tiles_n;
+  const int64_t bi = t / per_batch;
+  const int r = int(t - bi * per_batch);
+  const int span = kGroupM * tiles_n;
+  const int first_m = (r / span) * kGroupM;
+  const int rows = min(tiles_m - first_m, kGroupM);
+  const int in_group = r % span;
+  return {bi, first_m + in_group % rows, in_group / rows};
+}
+
+// Thread (warp, lane) of a consumer warpgroup holds, for i < BN / 8, the outputs at rows
+// warp * 16 + lane / 4 (+ 8) and columns 8 i + 2 (lane % 4) (+ 1) of the warpgroup's 64 x BN block:
+// acc[4 i + 2 half + {0, 1}].
+
+// Through shared memory and TMA: the block is staged as BN / 64 boxes of [64 rows][64 columns] with
+// the 128-byte swizzle (16-byte chunk index XOR row % 8), which also makes these 4-byte writes free of
+// bank conflicts. One thread waits until its previous stores have read the buffer, and issues the next.
+template <class T, int BN>
+__device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffer, const CUtensorMap* map_c,
+                                               const GemmShape& shape, const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const bool leader = threadIdx.x % 128 == 0;
+  if (leader) bulk_wait_read();
+  named_barrier(1 + w, 128);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = warp * 16 + lane / 4 + 8 * half;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      uint8_t* dst = buffer + (i / 8) * (64 * 128) + row * 128 + (((i % 8) ^ (row % 8)) * 16) + 4 * (lane % 4);
+      store_pair(reinterpret_cast<T*>(dst), acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+    }
+  }
+  fence_async_shared();
+  named_barrier(1 + w, 128);
+  const int m0 = tc.tm * TileConfig<BN>::BM + 64 * w;
+  if (leader && m0 < shape.m) {
+#pragma unroll
+    for (int j = 0; j < BN / 64; ++j) {
+      const int n0 = tc.tn * BN + 64 * j;
+      if (n0 < shape.n) tma_store_3d(map_c, buffer + j * (64 * 128), n0, m0, int(tc.batch));
+    }
+    bulk_commit();
+  }
+}
+
+// Straight from registers, for outputs TMA cannot describe: bounds-checked 4-byte (or 2-byte) stores.
+template <class T, int BN>
+__device__ __forceinline__ void store_tile_direct(const float* acc, T* c, const GemmShape& shape,
+                                                  const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int64_t row0 = int64_t(tc.tm) * TileConfig<BN>::BM + w * 64 + warp * 16 + lane / 4;
+  const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
+  T* c_batch = c + tc.batch * shape.m * shape.n;
+  const bool pairs = shape.n % 2 == 0;  // then (row, even col) pairs are 4-byte aligned
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + 8 * half;
+    if (row >= shape.m) continue;
+    T* c_row = c_batch + row * shape.n;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      const int64_t col = col0 + 8 * i;
+      const float v0 = acc[4 * i + 2 * half], v1 = acc[4 * i + 2 * half + 1];
+      if (pairs && col + 1 < shape.n) {
+        store_pair(c_row + col, v0, v1);
+      } else {
+        if (col < shape.n) c_row[col] = from_float<T>(v0);
+        if (col + 1 < shape.n) c_row[col + 1] = from_float<T>(v1);
+      }
+    }
+  }
+}
+
+template <class T, int BN, bool kTransA, bool kTransB>
+__global__ void __launch_bounds__(TileConfig<BN>::kThreads, 1)
+hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                  const __grid_constant__ CUtensorMap map_c, T* __restrict__ c, const GemmShape shape) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Cfg = TileConfig<BN>;
+  constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
+
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                                // output tile
+  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);                // data landed
+  uint64_t* empty = full + kStages;                                                    // stage consumed
+  auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
+  auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kABytes; };
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], Cfg::kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int64_t k_blocks = (shape.k + BK - 1) / BK;
+  const int64_t total_tiles = shape.batch * shape.tiles_m * shape.tiles_n;
+
+  if (warpgroup == 0) {  // ------------------------------------------------------------- producer
+    registers_decrease<40>();
+    if (threadIdx.x != 0) return;
+    tma_prefetch_descriptor(&map_a);
+    tma_prefetch_descriptor(&map_b);
+    int s = 0;
+    uint32_t phase = 0;
+    for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+      const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_m, shape.tiles_n);
+      const int ba = shape.a_broadcast ? 0 : int(tc.batch), bb = shape.b_broadcast ? 0 : int(tc.batch);
+      const int m0 = tc.tm * BM, n0 = tc.tn * BN;
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        const int k0 = int(kb * BK);
+        mbarrier_wait(&empty[s], phase ^ 1);
+        mbarrier_arrive_expect_tx(&full[s], Cfg::kStageBytes);
+        if constexpr (kTransA) {
+          for (int j = 0; j < BM / 64; ++j)
+            tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
+        } else {
+          tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
+        }
+        if constexpr (kTransB) {
+          for (int j = 0; j < BN / 64; ++j)
+            tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
+        } else {
+          tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
+        }
+        if (++s == kStages) s = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---------------------------------------------------------------------------------- consumers
+  registers_increase<232>();
+  const int w = warpgroup - 1;               // which 64-row half of the tile
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
+  constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
+  int s = 0;
+  uint32_t phase = 0;
+  float acc[BN / 2];
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_m, shape.tiles_n);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    fence_registers(acc, BN / 2);
+
+    int previous = -1;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      mbarrier_wait(&full[s], phase);
+      const uint8_t* a = stage_a(s) + w * kBox;
+      const uint8_t* b = stage_b(s);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
+        const uint64_t da = kTransA ? smem_descriptor(a + kk * 2 * kGroup, kBox, kGroup)
+                                    : smem_descriptor(a + kk * 32, 0, kGroup);
+        const uint64_t db = kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
+                                    : smem_descriptor(b + kk * 32, 0, kGroup);
+        wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
+      }
+      wgmma_commit();
+      // Keep this k-block's products in flight; the previous block's are done, so free its stage.
+      wgmma_wait<1>();
+      fence_registers(acc, BN / 2);
+      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+      previous = s;
+      if (++s == kStages) s = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    fence_registers(acc, BN / 2);
+    if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+
+    if (shape.tma_store) {
+      store_tile_tma<T, BN>(acc, c_stage + w * (Cfg::kCBytes / 2), &map_c, shape, tc, w);
+    } else {
+      store_tile_direct<T, BN>(acc, c, shape, tc, w);
+    }
+  }
+  if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+#endif
+}
+
+}  // namespace tiles::cuda::hopper

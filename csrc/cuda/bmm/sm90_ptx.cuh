@@ -1,0 +1,138 @@
+// Thin wrappers over the Hopper (sm_90a) PTX that the tensor-core bmm uses: mbarriers, TMA tensor
+// loads, wgmma fences and shared-memory matrix descriptors, register reallocation.
+//
+// Every body is compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); on other targets the functions
+// are empty, and the host never launches the kernels that call them (see bmm/hopper.cu).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TILES_SM90A_BODY(...) __VA_ARGS__
+#else
+#define TILES_SM90A_BODY(...)
+#endif
+
+namespace tiles::cuda::hopper {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarriers: a producer arrives once and the TMA unit adds the bytes it wrote; consumers wait on
+// the phase parity. A fresh barrier is in phase 0, so waiting for parity 1 returns at once.
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+  TILES_SM90A_BODY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals));)
+}
+
+// Makes the barriers' initialization visible to the TMA unit (the async proxy).
+__device__ __forceinline__ void mbarrier_init_fence() {
+  TILES_SM90A_BODY(asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");)
+}
+
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                                "r"(bytes) : "memory");)
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");)
+}
+
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  TILES_SM90A_BODY(
+      uint32_t done = 0;
+      do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+      } while (!done);)
+}
+
+// ---- TMA: copy one box of a 3-D tensor map at (c0, c1, c2) into shared memory, completing on `bar`.
+// Elements outside the tensor are written as zeros and still count towards the barrier's bytes.
+
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                            int c2) {
+  TILES_SM90A_BODY(asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+      ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");)
+}
+
+// The reverse: one box from shared memory to the tensor at (c0, c1, c2); parts outside it are dropped.
+// Completes asynchronously, tracked per thread as bulk groups.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  TILES_SM90A_BODY(asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+      ::"l"(map), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");)
+}
+__device__ __forceinline__ void bulk_commit() {
+  TILES_SM90A_BODY(asm volatile("cp.async.bulk.commit_group;" ::: "memory");)
+}
+// Until this thread's stores have finished reading shared memory (the source may be rewritten).
+__device__ __forceinline__ void bulk_wait_read() {
+  TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");)
+}
+// Until this thread's stores are complete.
+__device__ __forceinline__ void bulk_wait() {
+  TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");)
+}
+// Orders this thread's ordinary shared-memory writes before later TMA (async proxy) reads of them.
+__device__ __forceinline__ void fence_async_shared() {
+  TILES_SM90A_BODY(asm volatile("fence.proxy.async.shared::cta;" ::: "memory");)
+}
+// A barrier for `threads` threads (a warpgroup) under id `id` (0 is __syncthreads').
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
+  TILES_SM90A_BODY(asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");)
+}
+
+// ---- wgmma ordering: fence before the first wgmma that touches registers written by ordinary
+// instructions; commit the issued wgmmas as a group; wait until at most N groups are pending.
+
+__device__ __forceinline__ void wgmma_fence() {
+  TILES_SM90A_BODY(asm volatile("wgmma.fence.sync.aligned;" ::: "memory");)
+}
+__device__ __forceinline__ void wgmma_commit() {
+  TILES_SM90A_BODY(asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");)
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  TILES_SM90A_BODY(asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");)
+}
+
+// Keeps the compiler from moving accesses to the accumulators across a wgmma fence/wait.
+__device__ __forceinline__ void fence_registers(float* acc, int count) {
+  for (int i = 0; i < count; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+// ---- Register reallocation between warpgroups (needs a register cap at entry: __launch_bounds__(n, 1)).
+template <int kRegs>
+__device__ __forceinline__ void registers_decrease() {
+  TILES_SM90A_BODY(asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));)
+}
+template <int kRegs>
+__device__ __forceinline__ void registers_increase() {
+  TILES_SM90A_BODY(asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));)
+}
+
+// ---- Shared-memory matrix descriptor for wgmma, for tiles stored with the 128-byte swizzle (rows of
+// 128 bytes, groups of 8 rows 1024 bytes apart). Byte offsets are stored divided by 16.
+//   stride_bytes:  between groups of 8 rows (1024 for densely stored rows)
+//   leading_bytes: for MN-major tiles, between the 64-element column blocks along M or N; unused for
+//                  K-major tiles whose K extent fits in one 128-byte row
+__device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes, uint32_t stride_bytes) {
+  uint64_t desc = (smem_addr(tile) & 0x3FFFF) >> 4;
+  desc |= uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
+  desc |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
+  desc |= uint64_t(1) << 62;  // swizzle mode 1: 128-byte swizzle
+  return desc;
+}
+
+}  // namespace tiles::cuda::hopper

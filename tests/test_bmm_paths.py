@@ -1,0 +1,158 @@
+"""Each CUDA bmm kernel path, forced by dtype and layout, against a float64 reference.
+
+``torch.ops.tiles._bmm_path(a, b)`` names the kernel bmm runs. On an sm_90 GPU with a build that has
+sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
+must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
+multiples of the tile sizes); everything else must fall back to the general kernel, and both paths must
+give the same answers. Outputs are checked element by element, and each call's output memory is first
+filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
+"""
+import pytest
+import torch
+
+import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
+from conftest import requires_cuda
+from helpers import assert_bmm_close, make_tensor
+
+pytestmark = pytest.mark.usefixtures("highest_float32_precision")
+
+HALF_DTYPES = [torch.bfloat16, torch.float16]
+HOPPER = "hopper-wgmma"
+
+
+def hopper_expected():
+    """Whether this GPU and build should run the Hopper kernel; skips (with why) where it cannot."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper tensor-core path needs an sm_90 GPU")
+    probe = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
+    path = torch.ops.tiles._bmm_path(probe, probe)
+    if "without sm_90a" in path:
+        pytest.skip(f"this build has no sm_90a code ({path})")
+    return True
+
+
+def poisoned_bmm(a, b):
+    """tiles.bmm, with the output's future memory filled with NaN first (same size: the caching
+    allocator hands the freed block straight back)."""
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    nan = torch.full((batch * a.shape[-2] * b.shape[-1],), float("nan"), dtype=a.dtype, device=a.device)
+    del nan
+    return torch.ops.tiles.bmm(a, b)
+
+
+def pad8(x):
+    return (x + 7) // 8 * 8
+
+
+def operand(layout, batch, rows, cols, dtype):
+    """[batch, rows, cols]: 'row' (row-major), 'col' (column-major: the .mT of a row-major tensor), or
+    'col-sliced' (column-major inside a bigger tensor, every other batch, non-zero offset). The leading
+    dimension is padded to a multiple of 8 elements, as TMA needs (so sizes that are multiples of 8 give
+    contiguous operands)."""
+    if layout == "row":
+        return make_tensor((batch, rows, pad8(cols)), dtype, "cuda")[:, :, :cols]
+    if layout == "col":
+        return make_tensor((batch, cols, pad8(rows)), dtype, "cuda")[:, :, :rows].mT
+    if layout == "col-sliced":
+        return make_tensor((2 * batch, cols + 8, pad8(rows)), dtype, "cuda")[::2, 8:, :rows].mT
+    raise ValueError(layout)
+
+
+# (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block, both tile
+# widths; N % 8 != 0 takes the direct-store epilogue, N % 8 == 0 the TMA-store one
+SHAPES = [
+    (2, 128, 256, 128),
+    (3, 129, 257, 72),
+    (1, 1, 40, 64),
+    (2, 200, 1, 136),
+    (2, 64, 120, 8),
+    (1, 300, 520, 1000),
+    (5, 37, 130, 24),
+]
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
+           ("row", "col-sliced")]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_path(dtype, shape, layouts):
+    hopper_expected()
+    batch, m, n, k = shape
+    a = operand(layouts[0], batch, m, k, dtype)
+    b = operand(layouts[1], batch, k, n, dtype)
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_path_batch_broadcast(dtype):
+    hopper_expected()
+    a2 = make_tensor((150, 96), dtype, "cuda")
+    b3 = make_tensor((3, 96, 200), dtype, "cuda")
+    a1 = make_tensor((1, 150, 96), dtype, "cuda")
+    b2 = make_tensor((200, 96), dtype, "cuda").t()
+    for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2)]:
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+def test_hopper_path_many_tiles_and_batches():
+    # more tiles than multiprocessors: every block walks several tiles of several batches
+    hopper_expected()
+    a = make_tensor((7, 520, 264), torch.bfloat16, "cuda")
+    b = make_tensor((7, 264, 1032), torch.bfloat16, "cuda")
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# Layouts the Hopper kernel cannot describe to TMA: they must take the general kernel, correctly.
+FALLBACKS = {
+    "odd_K_rows": lambda dt: (make_tensor((2, 33, 17), dt, "cuda"), make_tensor((2, 17, 40), dt, "cuda")),
+    "misaligned_base": lambda dt: (make_tensor((2, 33, 72), dt, "cuda")[:, :, 1:65],
+                                   make_tensor((2, 64, 40), dt, "cuda")),
+    "no_unit_stride": lambda dt: (make_tensor((2, 33, 64), dt, "cuda", "sliced"), make_tensor((2, 64, 40), dt, "cuda")),
+    "odd_batch_stride": lambda dt: (make_tensor((2 * 33 * 64 + 3,), dt, "cuda")[3:].view(2, 33, 64),
+                                    make_tensor((2, 64, 40), dt, "cuda")),
+}
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", FALLBACKS.keys())
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_general_path_for_other_layouts(dtype, case):
+    a, b = FALLBACKS[case](dtype)
+    path = torch.ops.tiles._bmm_path(a, b)
+    assert path.startswith("general"), path
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_general_path_for_other_dtypes(dtype):
+    a = make_tensor((2, 130, 72), dtype, "cuda")
+    b = make_tensor((2, 72, 260), dtype, "cuda")
+    assert torch.ops.tiles._bmm_path(a, b).startswith("general")
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+def test_paths_agree():
+    # the same product through both kernels: equal up to the order of float32 accumulation
+    hopper_expected()
+    a = make_tensor((2, 100, 200), torch.bfloat16, "cuda")
+    b = make_tensor((2, 200, 96), torch.bfloat16, "cuda")
+    a_odd = torch.empty(2, 100, 201, dtype=a.dtype, device="cuda")[:, :, :200]  # row stride 201
+    a_odd.copy_(a)
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert torch.ops.tiles._bmm_path(a_odd, b).startswith("general")
+    fast, general = torch.ops.tiles.bmm(a, b).float(), torch.ops.tiles.bmm(a_odd, b).float()
+    torch.testing.assert_close(fast, general, rtol=1e-2, atol=1e-2)
+
+
+def test_bmm_path_on_cpu_names_cpu():
+    a = torch.ones(2, 3, 4)
+    assert torch.ops.tiles._bmm_path(a, torch.ones(2, 4, 5)) == "cpu"
