@@ -3,6 +3,8 @@
 // and the persistent grid.
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
+
 #include <c10/cuda/CUDAFunctions.h>
 
 #include "cuda/bmm/hopper_kernel.cuh"
@@ -102,10 +104,16 @@ CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_oute
 }
 
 bool device_is_sm90(int device) {
+  // Asked once per device: bmm calls this on every launch.
+  static std::atomic<int8_t> known[64] = {};  // 0: not asked yet, 1: sm_90, -1: another arch
+  std::atomic<int8_t>* slot = device < 64 ? &known[device] : nullptr;
+  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed) > 0;
   int major = 0, minor = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  const bool sm90 = major == 9 && minor == 0;
+  if (slot) slot->store(sm90 ? 1 : -1, std::memory_order_relaxed);
+  return sm90;
 }
 
 template <class T, int BN>
