@@ -201,11 +201,11 @@ def _small_ints(shape, seed):
     return torch.randint(-2, 3, shape, device="cuda", generator=gen).to(BF16)
 
 
-def _check_bmm(out, a3, b3):
+def _check_bmm(out, a3, b3, cols=COLS):
     """out[i] == a3[i] @ b3[i] exactly, rows in chunks; a3 / b3 are 3-D (possibly expanded) views."""
-    assert out.shape == (2, ROWS, COLS) and out.dtype == BF16 and out.is_contiguous()
+    assert out.shape == (2, ROWS, cols) and out.dtype == BF16 and out.is_contiguous()
     k = a3.shape[-1]
-    rows = max(1, CHUNK // COLS)
+    rows = max(1, CHUNK // cols)
     for i in range(2):
         for r in range(0, ROWS, rows):
             a_blk = a3[i, r:r + rows].float()
@@ -240,3 +240,18 @@ def test_bmm_output_over_2_31_elements_transposed_operands():
     b = _small_ints((2, COLS, 2), 15).transpose(1, 2)  # [2, 2, COLS], column-major
     out = T.bmm(a, b)
     _check_bmm(out, a, b)
+
+
+@pytest.mark.parametrize("cols", [32776, 32769], ids=["tma_store", "direct_store"])
+def test_bmm_hopper_output_over_2_31_elements(cols):
+    # the Hopper tensor-core kernel (sm_90 GPUs): K = 16, b's rows padded to 32776 elements so TMA can
+    # read them; N = 32776 takes the TMA-store epilogue, N = 32769 the direct stores
+    need_gib(8)
+    a = _small_ints((2, ROWS, 16), 12)
+    b = _small_ints((2, 16, 32776), 13)[:, :, :cols]
+    assert 2 * ROWS * cols > 2 ** 31
+    path = T._bmm_path(a, b)
+    if torch.cuda.get_device_capability() == (9, 0) and "without sm_90a" not in path:
+        assert path == "hopper-wgmma", path
+    out = T.bmm(a, b)
+    _check_bmm(out, a, b, cols)
