@@ -6,8 +6,8 @@
 #   tools/ddp_check.sh                 # both model sizes below
 #   CONFIGS=small tools/ddp_check.sh   # one of them; EXTRA="--compile" adds flags to every run
 # Two sizes, because a global batch split over 2 GPUs only speeds up steps that are compute-bound:
-#   small: the default MLP (256, 256); each step is a few ms of kernel launches whatever the batch, so
-#          2 GPUs take about as long per step as 1 (expect an efficiency near 50%).
+#   small: the default MLP (256, 256); each step is mostly kernel-launch latency whatever the batch, so
+#          2 GPUs are not expected to take much less time per step than 1.
 #   wide:  hidden (4096, 4096), where the matmuls dominate and each GPU does half of them.
 # DEVICE=cpu runs the same on 2 CPU processes over gloo: a dry run of this script, not a measurement.
 # The JSONs and logs go to $OUT (the device tool's folder that comes back) or /tmp/tiles_out. The NCCL
@@ -54,15 +54,15 @@ def on_own_device(r):  # rank r's tensors on cuda:LOCAL_RANK, and no memory held
         return r["tensor_devices"] == ["cpu"]
     held = r["cuda_allocated_bytes"]
     return r["tensor_devices"] == [f"cuda:{r['local_rank']}"] and not any(held[:r["local_rank"]] + held[r["local_rank"] + 1:])
-on_own_gpu = all(on_own_device(r) for r in two["ranks"])
+on_own = all(on_own_device(r) for r in two["ranks"])
 sps1, sps2 = one["samples_per_s"], two["samples_per_s"]
 print(f"SUMMARY [{name}]: hidden={two['hidden']} global_batch={two['batch_size']} steps={len(diffs)} "
       f"loss_max_abs_diff_first50={max(diffs[:50]):.2e} (rel {max(rel[:50]):.2e}) "
       f"loss_max_abs_diff_all={max(diffs):.2e} param_max_diff_across_ranks={two['param_max_diff_across_ranks']:.1e} "
-      f"each_rank_on_own_device={on_own_gpu} accuracy_1gpu={one['accuracy']:.4f} accuracy_2gpu={two['accuracy']:.4f} "
+      f"each_rank_on_own_device={on_own} accuracy_1gpu={one['accuracy']:.4f} accuracy_2gpu={two['accuracy']:.4f} "
       f"step_ms_1gpu={one['step_ms']:.3f} step_ms_2gpu={two['step_ms']:.3f} "
       f"samples_per_s_1gpu={sps1:.0f} samples_per_s_2gpu={sps2:.0f} scaling_efficiency={sps2 / (2 * sps1):.2f}")
-sys.exit(0 if len(one["losses"]) == len(two["losses"]) and two["param_max_diff_across_ranks"] == 0 and on_own_gpu else 1)
+sys.exit(0 if len(one["losses"]) == len(two["losses"]) and two["param_max_diff_across_ranks"] == 0 and on_own else 1)
 EOF
 done
 exit $status
