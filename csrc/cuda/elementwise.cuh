@@ -151,34 +151,41 @@ transpose_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, 
   __shared__ scalar_t tile[N][kTile][kTile + 1];  // [operand][column][row]; +1 keeps columns in distinct banks
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c0 = int64_t(blockIdx.x) * kTile;
+  constexpr int kRowsPerThread = kTile / kTileRows;
   for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < lay.rows; r0 += int64_t(gridDim.y) * kTile) {
-    // Stage: consecutive threads read consecutive rows of a column, contiguous in a staged operand.
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      if (!lay.staged[k]) continue;
-#pragma unroll
-      for (int j = 0; j < kTile; j += kTileRows) {
-        const int64_t col = c0 + ty + j, row = r0 + tx;
-        if (col < lay.row_len && row < lay.rows)
-          tile[k][ty + j][tx] = in.ptr[k][col * lay.col_stride[k] + row];
-      }
-    }
-    __syncthreads();
-    // Compute: consecutive threads write consecutive columns of a row of the contiguous output.
-    // Every value is loaded before the first store: the compiler cannot move loads of `in` past
-    // stores to `out` itself (it must assume they alias), and one DRAM latency per row would stall.
-    constexpr int kRowsPerThread = kTile / kTileRows;
+    // Every global load of the tile is issued before the barrier and before any shared-memory
+    // store: the operands are generic pointers the compiler must assume may point into shared
+    // memory, so a load placed after a store to `tile` waits for it (and the store for its own load).
+    // Staged operands read down a column (consecutive threads, consecutive rows: contiguous); the
+    // others read along a row, straight into registers.
     T args[kRowsPerThread][N];
+    scalar_t staging[kRowsPerThread][N];
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
-      const int64_t row = r0 + ty + j * kTileRows, col = c0 + tx;
-      const bool inside = row < lay.rows && col < lay.row_len;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        if (lay.staged[k]) {
+          const int64_t col = c0 + ty + j * kTileRows, row = r0 + tx;
+          staging[j][k] = col < lay.row_len && row < lay.rows ? in.ptr[k][col * lay.col_stride[k] + row] : scalar_t(0);
+        } else {
+          const int64_t row = r0 + ty + j * kTileRows, col = c0 + tx;
+          args[j][k] = row < lay.rows && col < lay.row_len
+                           ? T(in.ptr[k][col * lay.col_stride[k] + row * lay.row_stride[k]]) : T(0);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j)
 #pragma unroll
       for (int k = 0; k < N; ++k)
-        args[j][k] = !inside ? T(0)
-                     : T(lay.staged[k] ? tile[k][tx][ty + j * kTileRows]
-                                       : in.ptr[k][col * lay.col_stride[k] + row * lay.row_stride[k]]);
-    }
+        if (lay.staged[k]) tile[k][ty + j * kTileRows][tx] = staging[j][k];
+    __syncthreads();
+    // Consecutive threads write consecutive columns of a row of the contiguous output.
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j)
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        if (lay.staged[k]) args[j][k] = T(tile[k][tx][ty + j * kTileRows]);
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       const int64_t row = r0 + ty + j * kTileRows, col = c0 + tx;

@@ -23,7 +23,8 @@ namespace reduce_detail {
 
 constexpr int kWarp = 32;
 constexpr int kThreads = 256;
-constexpr int kUnroll = 8;  // vectors in flight per thread
+constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
+constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
 constexpr int64_t kBlockRowMin = 16384;  // rows at least this long get a block each
 
 // Combines v across aligned groups of `width` lanes (a power of two <= 32); every lane gets the result.
@@ -47,9 +48,11 @@ __device__ Acc block_reduce(Acc v) {
   return v;
 }
 
-// Accumulates elements [begin, end) of a contiguous row, this thread taking every `stride`-th VEC-vector
-// starting at vector `first`; kUnroll vectors in flight.
-template <class R, class scalar_t, int VEC, class Acc>
+// Accumulates the VEC-vectors of a contiguous row that this thread owns: every `stride`-th one starting
+// at vector `first`. kUnroll (a template parameter here) of them are loaded before any is combined, including the last, partial
+// batch (a short row is often nothing but that batch: loading it one vector per loop trip put a DRAM
+// latency on each).
+template <class R, class scalar_t, int VEC, int kUnroll, class Acc>
 __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec, int64_t first, int64_t stride, Acc acc) {
   using V = Vec<scalar_t, VEC>;
   const V* vrow = reinterpret_cast<const V*>(row);
@@ -63,15 +66,22 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
 #pragma unroll
       for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v[u].v[e]));
   }
-  for (; c < n_vec; c += stride) {
-    const V v = vrow[c];
+  if (c < n_vec) {
+    V v[kUnroll];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v.v[e]));
+    for (int u = 0; u < kUnroll; ++u)
+      if (c + u * stride < n_vec) v[u] = vrow[c + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (c + u * stride < n_vec)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v[u].v[e]));
   }
   return acc;
 }
 
 // ---- rows, short: `width` lanes per row, kThreads / width rows per block -------------------------
+// At most 40 registers, so 6 blocks are resident per SM: a grid of short rows is often a single wave.
 template <class scalar_t, ReduceFn F, int VEC>
 __global__ void __launch_bounds__(kThreads)
 short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
@@ -83,7 +93,9 @@ short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, St
   for (int64_t base = int64_t(blockIdx.x) * rows_per_block; base < num_out; base += int64_t(gridDim.x) * rows_per_block) {
     const int64_t o = base + threadIdx.x / width;  // every lane iterates alike: shuffles stay converged
     Acc acc = R::identity();
-    if (o < num_out) acc = accumulate_row<R, scalar_t, VEC>(x + outer.offsets(o)[0], num_in / VEC, lane, width, acc);
+    // Rows one stride apart (the common case) skip the indexer's 64-bit divisions.
+    const int64_t start = outer.ndim == 1 ? o * outer.strides[0][0] : outer.offsets(o)[0];
+    if (o < num_out) acc = accumulate_row<R, scalar_t, VEC, kShortUnroll>(x + start, num_in / VEC, lane, width, acc);
     acc = group_reduce<R>(acc, width);
     if (o < num_out && lane == 0) out[o] = scalar_t(R::finish(acc, num_in));
   }
@@ -97,14 +109,13 @@ long_rows_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ pa
   using Acc = opmath_t<scalar_t>;
   using R = Reducer<F, Acc>;
   const int64_t n_vec = num_in / VEC;
-  const int64_t seg_vecs = (n_vec + segments - 1) / segments;
   for (int64_t job = blockIdx.x; job < num_out * segments; job += gridDim.x) {
     const int64_t o = job / segments, s = job % segments;
-    const int64_t begin = s * seg_vecs, end = std::min(n_vec, begin + seg_vecs);
-    const scalar_t* row = x + outer.offsets(o)[0] + begin * VEC;
-    Acc acc = R::identity();
-    if (begin < end) acc = accumulate_row<R, scalar_t, VEC>(row, end - begin, threadIdx.x, kThreads, acc);
-    acc = block_reduce<R>(acc);
+    // Segment s takes every segments-th run of kThreads vectors: the blocks running at any moment
+    // read one narrow window of the row, as the contiguous map kernel does, instead of ~1000 far-apart streams.
+    const scalar_t* row = x + outer.offsets(o)[0];
+    const Acc acc = block_reduce<R>(
+        accumulate_row<R, scalar_t, VEC, kUnroll>(row, n_vec, s * kThreads + threadIdx.x, segments * kThreads, R::identity()));
     if (threadIdx.x == 0) {
       if (segments == 1) out[o] = scalar_t(R::finish(acc, num_in));
       else partial[s * num_out + o] = acc;
