@@ -4,7 +4,10 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace tiles {
 namespace {
@@ -43,6 +46,32 @@ std::vector<int64_t> broadcast_shape(const char* op, const at::Tensor& a, const 
   return shape;
 }
 
+// The dims of a dense output ordered by stride, outermost first (stable, so ties keep their order;
+// only size-1 and empty dims can tie, and those are dropped by make_indexer or never run).
+std::vector<int64_t> memory_order(c10::IntArrayRef strides) {
+  std::vector<int64_t> perm(strides.size());
+  for (size_t d = 0; d < perm.size(); ++d) perm[d] = int64_t(d);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
+  return perm;
+}
+
+std::vector<int64_t> permuted(c10::IntArrayRef v, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> out(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) out[d] = v[perm[d]];
+  return out;
+}
+
+// The output layout rule of map and zip (README "API"; torch_tiles/_fake.py repeats it): the strides
+// of the first candidate that has the output's shape and is non-overlapping and dense, so that
+// map(x.t()) writes in x.t()'s order; none: contiguous. Candidates are the inputs in argument order.
+at::Tensor empty_like_first_dense(c10::IntArrayRef shape, const at::TensorOptions& options,
+                                  std::initializer_list<const at::Tensor*> candidates) {
+  for (const at::Tensor* t : candidates)
+    if (t->sizes() == shape && t->is_non_overlapping_and_dense())
+      return at::empty_strided(shape, t->strides(), options);
+  return at::empty(shape, options);
+}
+
 }  // namespace
 
 Dtype to_dtype(at::ScalarType t) {
@@ -58,8 +87,12 @@ MapProblem make_map_problem(const at::Tensor& x, std::string_view fn) {
   constexpr const char* op = "tiles::map";
   const MapFn f = parse_fn<MapFn>(op, fn, kMapFnNames);
   check_float(op, "x", x);
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  auto in = make_indexer<1>(op, x.sizes(), {x.strides().vec()});
+  at::Tensor out = empty_like_first_dense(x.sizes(), x.options(), {&x});
+  // The indexer walks the output in memory order: over the dims sorted by out's strides, out is
+  // contiguous, so linear position i is out's element i (what the kernels write) and x, when it
+  // gave out its strides, coalesces to one unit-stride dim (the flat path).
+  const auto perm = memory_order(out.strides());
+  auto in = make_indexer<1>(op, permuted(x.sizes(), perm), {permuted(x.strides(), perm)});
   return {out, x, f, in, x.numel()};
 }
 
@@ -71,9 +104,11 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
   check_same_device(op, a, b);
   const auto shape = broadcast_shape(op, a, b);
   const auto dtype = at::result_type(a, b);
-  at::Tensor out = at::empty(shape, a.options().dtype(dtype));
-  auto in = make_indexer<2>(op, shape, {broadcast_strides(shape, a.sizes(), a.strides()),
-                                        broadcast_strides(shape, b.sizes(), b.strides())});
+  at::Tensor out = empty_like_first_dense(shape, a.options().dtype(dtype), {&a, &b});
+  const auto perm = memory_order(out.strides());  // as in make_map_problem
+  auto in = make_indexer<2>(op, permuted(shape, perm),
+                            {permuted(broadcast_strides(shape, a.sizes(), a.strides()), perm),
+                             permuted(broadcast_strides(shape, b.sizes(), b.strides()), perm)});
   const bool same = a.scalar_type() == dtype && b.scalar_type() == dtype;
   return {out, a, b, f, in, out.numel(), same};
 }

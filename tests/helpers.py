@@ -191,6 +191,37 @@ def layout_is_strided(x):
     return not x.is_contiguous() or x.storage_offset() != 0
 
 
+def is_dense(t):
+    """Non-overlapping and dense, checked by brute force: the element offsets of ``t`` (relative to its
+    storage offset) are exactly 0 .. numel-1, each once. (An independent check of what
+    at::Tensor::is_non_overlapping_and_dense() and torch_tiles/_fake.py compute from strides.)"""
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    return torch.equal(offsets.reshape(-1).sort().values, torch.arange(t.numel(), dtype=torch.int64))
+
+
+def elementwise_out_strides(shape, *inputs):
+    """The strides README's rule gives the output of map(x) (inputs = (x,)) or zip(a, b) (inputs =
+    (a, b)) with output shape ``shape``: those of the first input that has the output's shape and is
+    non-overlapping and dense, else contiguous strides."""
+    shape = torch.Size(shape)
+    for t in inputs:
+        if t.shape == shape and is_dense(t):
+            return tuple(t.stride())
+    return tuple(torch.empty(shape, device="meta").stride())
+
+
+def assert_elementwise_layout(out, *inputs):
+    """``out`` (the result of map or zip on ``inputs``) is laid out by README's rule: dense, starting
+    at its storage's first element, with elementwise_out_strides."""
+    expected = elementwise_out_strides(out.shape, *inputs)
+    assert tuple(out.stride()) == expected, (
+        f"output strides {tuple(out.stride())}, expected {expected} for inputs "
+        + ", ".join(f"{tuple(t.shape)}/{tuple(t.stride())}" for t in inputs))
+    assert out.storage_offset() == 0 and is_dense(out)
+
+
 # --------------------------------------------------------------------------------------------------
 # References (float64 PyTorch)
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Inputs shaped to force each kernel path, with the edges each path must handle.
 
 The CUDA elementwise kernels (csrc/cuda/elementwise.cuh) pick contiguous / rows / transpose / strided
-from the layout; the reduce kernels (csrc/cuda/reduce_impl.cuh) pick short rows / long rows (split or
+from the layout, in the output's memory order (map and zip give a dense input's layout to the output,
+so a dense transposed or permuted input streams as contiguous); the reduce kernels (csrc/cuda/reduce_impl.cuh) pick short rows / long rows (split or
 not) / columns / generic. Each case below names the path it is built to reach on CUDA and covers its
 edges: sizes not divisible by the vector width, misaligned storage offsets, odd strides, broadcasting
 along every axis, grids larger than one launch dimension. On CPU the same cases run through the CPU
@@ -10,7 +11,8 @@ kernels, so the expectations are checked there too.
 import pytest
 import torch
 
-from helpers import FLOAT_DTYPES, assert_close_to_ref, assert_reduce_close, dtype_id, make_tensor
+from helpers import (FLOAT_DTYPES, assert_close_to_ref, assert_elementwise_layout, assert_reduce_close, dtype_id,
+                     make_tensor)
 
 T = torch.ops.tiles
 
@@ -24,14 +26,16 @@ def _rand(shape, dtype, device):
 def _check_map(x, fn="exp"):
     ref = {"exp": torch.exp, "neg": torch.neg}[fn](x.double())
     out = T.map(x, fn)
-    assert out.is_contiguous() and out.shape == x.shape
+    assert out.shape == x.shape
+    assert_elementwise_layout(out, x)
     assert_close_to_ref(out, ref, x.dtype)
 
 
 def _check_zip(a, b, fn="add"):
-    ref = {"add": torch.add, "mul": torch.mul, "max": torch.maximum}[fn](a.double(), b.double())
+    ref = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "max": torch.maximum}[fn](a.double(), b.double())
     out = T.zip(a, b, fn)
-    assert out.is_contiguous() and out.shape == ref.shape
+    assert out.shape == ref.shape
+    assert_elementwise_layout(out, a, b)
     assert_close_to_ref(out, ref, torch.result_type(a, b))
 
 
@@ -53,6 +57,18 @@ def test_contiguous_misaligned_storage_offset(offset, dtype, device):
     _check_map(x)
     _check_zip(x, _rand((5000,), dtype, device), "add")
     _check_zip(_rand((5000,), dtype, device), x, "max")
+
+
+@dtypes
+@pytest.mark.parametrize("shape,perm", [((97, 33), (1, 0)), ((5, 7, 9), (2, 0, 1)), ((3, 4, 5, 6), (0, 2, 3, 1))])
+def test_contiguous_in_memory_order(shape, perm, dtype, device):
+    # dense transposed / permuted inputs: the output takes their layout, so every operand is
+    # contiguous in the output's memory order and the flat path runs (sizes not vector multiples);
+    # with a 0-dim operand, one row of the rows path
+    x = _rand(shape, dtype, device).permute(perm)
+    _check_map(x)
+    _check_zip(x, _rand(shape, dtype, device).permute(perm), "mul")
+    _check_zip(x, _rand((), dtype, device), "add")
 
 
 # ---- elementwise: rows (every operand steps 0 or 1 along the row) ---------------------------------
@@ -97,14 +113,22 @@ def test_broadcast_on_every_axis_3d(dtype, device):
 
 # ---- elementwise: transpose tiles -----------------------------------------------------------------
 
+def _column_major(rows, cols, dtype, device):
+    """[rows, cols] stored column-major with a padded column stride (rows + 1): not dense, so map and
+    zip give the output row-major strides and read this operand transposed."""
+    return _rand((cols, rows + 1), dtype, device)[:, :rows].t()
+
+
 @dtypes
-@pytest.mark.parametrize("rows,cols", [(32, 32), (33, 70), (1, 100), (100, 1 + 32 * 3), (4096, 3)])
+@pytest.mark.parametrize("rows,cols", [(32, 32), (33, 70), (1, 100), (2, 100), (100, 1 + 32 * 3), (4096, 3)])
 def test_transpose_input(rows, cols, dtype, device):
-    x = _rand((cols, rows), dtype, device).t()  # [rows, cols] stored column-major
+    x = _column_major(rows, cols, dtype, device)
     _check_map(x)
-    _check_zip(x, _rand((rows, cols), dtype, device), "add")           # one staged, one direct operand
-    _check_zip(_rand((cols, rows), dtype, device).t(), x, "mul")       # both staged
-    _check_zip(x, _rand((cols,), dtype, device), "max")                # staged + broadcast row
+    _check_zip(x, _rand((rows, cols), dtype, device), "add")                # one staged, one direct operand
+    _check_zip(_column_major(rows, cols, dtype, device), x, "mul")          # both staged
+    _check_zip(x, _rand((cols,), dtype, device), "max")                     # staged + broadcast row
+    # a dense column-major operand gives the output its layout; then the row-major one is staged
+    _check_zip(_rand((cols, rows), dtype, device).t(), _rand((rows, cols), dtype, device), "sub")
 
 
 @dtypes
@@ -115,7 +139,8 @@ def test_transpose_square_plus_its_transpose(dtype, device):
 
 def test_transpose_more_row_tiles_than_one_grid_dimension(device):
     # 2.1M rows of 2: more than 65535 tiles of 32 rows, so the kernel's grid-stride loop over rows runs
-    x = _rand((2, (1 << 21) + 5), torch.float32, device).t()
+    # (a padded column stride keeps the input non-dense, so the output is row-major: a transpose)
+    x = _rand((2, (1 << 21) + 6), torch.float32, device)[:, :-1].t()
     _check_map(x, "neg")
 
 

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from helpers import (ARITH_ZIP_FNS, COMPARE_FNS, FLOAT_DTYPES, MAP_DOMAIN, MAP_FNS, MAP_REF, REDUCE_DOMAIN,
                      REDUCE_FNS, TOL, ZIP_DOMAIN, ZIP_EXACT, ZIP_FNS, ZIP_REF, assert_close_to_ref,
-                     assert_reduce_close, normalize_dims, rand_values, ref_reduce)
+                     assert_elementwise_layout, assert_reduce_close, normalize_dims, rand_values, ref_reduce)
 
 # ------------------------------------------------------------------------------------------ profiles
 
@@ -246,11 +246,16 @@ def reduced_numel(shape, dim):
     return math.prod(shape[d] for d in normalize_dims(dim, len(shape))) if shape else 1
 
 
-def check_output(out, shape, dtype, device):
+def check_output(out, shape, dtype, device, layout_from=None):
+    """layout_from: the inputs of map or zip, whose layout rule (README) the output follows; reduce
+    and bmm outputs are contiguous."""
     assert tuple(out.shape) == tuple(shape), (tuple(out.shape), tuple(shape))
     assert out.dtype == dtype, (out.dtype, dtype)
     assert out.device.type == torch.device(device).type, (out.device, device)
-    assert out.is_contiguous()
+    if layout_from is None:
+        assert out.is_contiguous()
+    else:
+        assert_elementwise_layout(out, *layout_from)
 
 
 # --------------------------------------------------------------------------------------- gradients
@@ -308,7 +313,7 @@ def test_map(fn, device, data):
     x = build(spec, dtype, MAP_DOMAIN[fn], device)
     before = x.clone()
     out = ops.map(x, fn)
-    check_output(out, spec.shape, dtype, device)
+    check_output(out, spec.shape, dtype, device, layout_from=(x,))
     assert_close_to_ref(out, MAP_REF[fn](x.double().cpu()), dtype,
                         exact=fn in ("id", "neg", "abs", "relu"))
     torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True)  # input untouched
@@ -333,7 +338,7 @@ def test_zip(fn, device, data):
     b = build(spec_b, dtype_b, dom_b, device, round_through=result)
     out = ops.zip(a, b, fn)
     assert torch.result_type(a, b) == result
-    check_output(out, torch.broadcast_shapes(shape_a, shape_b), result, device)
+    check_output(out, torch.broadcast_shapes(shape_a, shape_b), result, device, layout_from=(a, b))
     assert_close_to_ref(out, ZIP_REF[fn](a.double().cpu(), b.double().cpu()), result,
                         exact=fn in ZIP_EXACT)
 
@@ -545,7 +550,7 @@ def test_wide_elementwise_and_reduce(device, data):
         a = build(spec, dtype, ZIP_DOMAIN[fn][0], device)
         b = build(spec_b, dtype_b, ZIP_DOMAIN[fn][1], device)
         out = ops.zip(a, b, fn)
-        check_output(out, shape, result, device)
+        check_output(out, shape, result, device, layout_from=(a, b))
         assert_close_to_ref(out, ZIP_REF[fn](a.double().cpu(), b.double().cpu()), result,
                             exact=fn in ZIP_EXACT)
     else:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from helpers import (FLOAT_DTYPES, MAP_DOMAIN, MAP_FNS, MAP_REF, REDUCE_DOMAIN, REDUCE_FNS, ZIP_DOMAIN,
-                     ZIP_EXACT, ZIP_FNS, ZIP_REF, assert_close_to_ref, assert_reduce_close, rand_values)
+                     ZIP_EXACT, ZIP_FNS, ZIP_REF, assert_close_to_ref, assert_elementwise_layout, assert_reduce_close,
+                     rand_values)
 
 # the device fixture is constant across examples, so sharing it is fine
 SETTINGS = settings(max_examples=50, deadline=None,
@@ -60,7 +61,8 @@ def broadcast_shapes(draw):
 def test_map_property(data, shape, dtype, fn, device):
     x = data.draw(strided_tensors(shape, dtype, MAP_DOMAIN[fn], device))
     out = torch.ops.tiles.map(x, fn)
-    assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
+    assert out.shape == x.shape and out.dtype == dtype
+    assert_elementwise_layout(out, x)
     assert_close_to_ref(out, MAP_REF[fn](x.double().cpu()), dtype,
                         exact=fn in ("id", "neg", "abs", "relu"))
 
@@ -80,7 +82,8 @@ def test_zip_property(data, shapes_ab, dtype_a, dtype_b, fn, device):
     out = torch.ops.tiles.zip(a, b, fn)
     result_dtype = torch.result_type(a, b)
     assert out.dtype == result_dtype
-    assert out.shape == torch.broadcast_shapes(a.shape, b.shape) and out.is_contiguous()
+    assert out.shape == torch.broadcast_shapes(a.shape, b.shape)
+    assert_elementwise_layout(out, a, b)
     assert_close_to_ref(out, ZIP_REF[fn](a.double().cpu(), b.double().cpu()), result_dtype,
                         exact=fn in ZIP_EXACT)
 

@@ -89,9 +89,10 @@ def test_map_exp_over_2_31_elements():
 
 
 def test_map_neg_transposed_over_2_31_elements():
-    # the strided (transposed) path: a [M, 2] view of a [2, M] tensor, output [M, 2] contiguous
+    # the strided (transposed) path: a [M, 2] view of a [2, M + 1] tensor, output [M, 2] contiguous
+    # (the padded row keeps x non-dense; a dense x.t() would give the output its layout and stream)
     need_gib(14)
-    x = torch.randn(2, M, dtype=BF16, device="cuda", generator=generator(1)).t()
+    x = torch.randn(2, M + 1, dtype=BF16, device="cuda", generator=generator(1))[:, :M].t()
     out = T.map(x, "neg")
     assert out.shape == (M, 2) and out.is_contiguous()
     rows = CHUNK // 2

@@ -1,4 +1,5 @@
-"""Fake (meta) kernels: output shape and dtype of each op without computing it, for torch.compile.
+"""Fake (meta) kernels: output shape, dtype and strides of each op without computing it, for
+torch.compile (which checks the real kernels' strides against these).
 
 They repeat the C++ argument checks (csrc/problems.cpp) that depend only on metadata, so a traced
 program fails with the same message as an eager one.
@@ -26,6 +27,32 @@ def _check_same_device(op, a, b):
         raise RuntimeError(f"{op}: arguments 'a' and 'b' must be on the same device, got {a.device} and {b.device}")
 
 
+def _non_overlapping_and_dense(t):
+    """at::Tensor::is_non_overlapping_and_dense(): some order of t's dims is contiguous.
+
+    Written out (rather than taken from torch._prims_common, whose name changed between releases) as
+    c10 computes it: an empty tensor counts as contiguous, and dims of size 1 are ignored."""
+    sizes, strides = t.shape, t.stride()
+    if t.numel() == 0:
+        return True
+    dims = sorted((d for d in range(t.dim()) if sizes[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
+
+
+def _empty_like_first_dense(shape, dtype, *candidates):
+    """The output layout rule of map and zip (csrc/problems.cpp, empty_like_first_dense): the strides
+    of the first candidate of the output's shape that is non-overlapping and dense, else contiguous."""
+    for t in candidates:
+        if t.shape == shape and _non_overlapping_and_dense(t):
+            return t.new_empty_strided(shape, t.stride(), dtype=dtype)
+    return candidates[0].new_empty(shape, dtype=dtype)
+
+
 def reduced_dims(x, dim):
     """The sorted, non-negative dims that tiles::reduce reduces (None and [] mean all)."""
     nd = x.dim()
@@ -48,7 +75,7 @@ def reduced_dims(x, dim):
 def _map_fake(x, fn):
     _check_fn("tiles::map", fn, MAP_FNS)
     _check_float("tiles::map", "x", x)
-    return x.new_empty(x.shape)
+    return _empty_like_first_dense(x.shape, x.dtype, x)
 
 
 @torch.library.register_fake("tiles::zip")
@@ -61,7 +88,7 @@ def _zip_fake(a, b, fn):
         shape = torch.broadcast_shapes(a.shape, b.shape)
     except RuntimeError:
         raise RuntimeError(f"tiles::zip: shapes {list(a.shape)} (a) and {list(b.shape)} (b) do not broadcast") from None
-    return a.new_empty(shape, dtype=torch.result_type(a, b))
+    return _empty_like_first_dense(shape, torch.result_type(a, b), a, b)
 
 
 @torch.library.register_fake("tiles::reduce")

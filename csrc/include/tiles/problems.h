@@ -1,8 +1,13 @@
 // What each op computes, validated and laid out, independent of the backend that computes it.
 //
 // The CPU and CUDA entry points both call make_*_problem(): it checks the arguments (raising errors
-// that name the op, the argument and the problem), allocates the contiguous output, and builds the
-// coalesced strided plan. The backend then only launches kernels on it. Host-only code.
+// that name the op, the argument and the problem), allocates the output, and builds the coalesced
+// strided plan. The backend then only launches kernels on it. Host-only code.
+//
+// Outputs of reduce and bmm are contiguous. map and zip give theirs the layout of an input (the
+// rule is in problems.cpp, empty_like_first_dense), which may be a permutation of contiguous; their
+// indexers then walk the output's dims in memory order, so for the kernels the output is always
+// the dense array out.data_ptr()[0, numel) and linear position i of `in` is its element i.
 #pragma once
 
 #include <optional>
@@ -19,14 +24,14 @@ namespace tiles {
 struct MapProblem {
   at::Tensor out, x;
   MapFn fn;
-  StridedIndexer<1> in;  // x's offsets over the output's (= x's) shape
+  StridedIndexer<1> in;  // x's offsets over the output's positions in memory order
   int64_t numel;
 };
 
 struct ZipProblem {
   at::Tensor out, a, b;
   ZipFn fn;
-  StridedIndexer<2> in;  // a's and b's offsets over the broadcast shape
+  StridedIndexer<2> in;  // a's and b's offsets over the output's positions in memory order
   int64_t numel;
   bool same_dtype;       // a, b and out share one dtype: no per-element conversion needed
 };
