@@ -51,6 +51,19 @@ def sm90a_macros():
     return [("TILES_HAS_SM90A", None)] if "9.0a" in archs else []
 
 
+def sm80_macros():
+    """TILES_HAS_SM80 when the build includes code for compute capability 8.0 or newer: the host then
+    offers the mma.sync / cp.async kernels to such devices."""
+    archs = [a.strip() for a in os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").split(";") if a.strip()]
+    versions = []
+    for a in archs:
+        try:
+            versions.append(float(a.split("+")[0].rstrip("af")))
+        except ValueError:
+            pass
+    return [("TILES_HAS_SM80", None)] if any(v >= 8.0 for v in versions) else []
+
+
 with_cuda, why = want_cuda()
 cxx_flags = ["-O3"]
 if with_cuda:
@@ -61,7 +74,7 @@ if with_cuda:
         "torch_tiles._C",
         sources("csrc/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/**/*.cu"),
         include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
-        define_macros=[("TILES_WITH_CUDA", None)] + sm90a_macros(),
+        define_macros=[("TILES_WITH_CUDA", None)] + sm90a_macros() + sm80_macros(),
         extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]},
     )
 else:

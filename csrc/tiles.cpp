@@ -11,9 +11,13 @@ TORCH_LIBRARY(tiles, m) {
   m.def("zip(Tensor a, Tensor b, str fn) -> Tensor");
   m.def("reduce(Tensor x, int[]? dim, str fn, bool keepdim=False) -> Tensor");
   m.def("bmm(Tensor a, Tensor b) -> Tensor");
-  // Which kernel bmm would run for these operands ("cpu", "general", "hopper-wgmma"; a "general" answer
-  // on CUDA carries the reason after a colon). For tests and benchmarks; not part of the API.
+  // Which kernel bmm would run for these operands ("cpu", "hopper-wgmma", "mma-sync <kind>", "general";
+  // a "general" answer on CUDA carries the reason after a colon). For tests and benchmarks; not part of
+  // the API.
   m.def("_bmm_path(Tensor a, Tensor b) -> str");
+  // bmm through one named CUDA kernel path ("hopper", "mma" or "general"); an error if that path
+  // cannot take the operands. For tests that cover every path on one GPU; not part of the API.
+  m.def("_bmm_on_path(Tensor a, Tensor b, str path) -> Tensor");
 }
 
 namespace {

@@ -2,10 +2,16 @@
 
 import os
 import random
+import tempfile
 import zlib
 
-import pytest
-import torch
+# A fresh Inductor cache for every test session: Inductor's graph cache key does not cover custom
+# ops' fake kernels, so code compiled against an older torch_tiles (other output strides) would be
+# reused and fail its own stride asserts. Set before torch is imported.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tiles-inductor-"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import torch_tiles
 

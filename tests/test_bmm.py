@@ -135,13 +135,16 @@ def test_bmm_strided_2d_operands(dtype, device):
 
 @pytest.mark.parametrize("precision", ["highest", "high", "medium"])
 def test_bmm_float32_accuracy(precision, device):
-    # README: the kernels always compute in full float32, whatever the precision setting asks for
+    # README: float32 follows torch.set_float32_matmul_precision as torch.matmul does. "highest" is
+    # float32-accurate everywhere; "high" / "medium" let CUDA multiply in TF32 (10-bit mantissas,
+    # the TF32 bound 3e-3); the CPU kernel always computes in float32.
     torch.set_float32_matmul_precision(precision)
     a = make_tensor((4, 64, 256), torch.float32, device)
     b = make_tensor((4, 256, 48), torch.float32, device, "transposed")
     out = torch.ops.tiles.bmm(a, b)
     err = rel_error(out, torch.matmul(a.double(), b.double()))
-    assert err < 1e-5, f"float32 bmm relative error {err:.3g} with precision={precision!r}"
+    bound = 1e-5 if precision == "highest" or device == "cpu" else 3e-3
+    assert err < bound, f"float32 bmm relative error {err:.3g} with precision={precision!r}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)

@@ -3,8 +3,10 @@
 ``torch.ops.tiles._bmm_path(a, b)`` names the kernel bmm runs. On an sm_90 GPU with a build that has
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
-multiples of the tile sizes); everything else must fall back to the general kernel, and both paths must
-give the same answers. Outputs are checked element by element, and each call's output memory is first
+multiples of the tile sizes). float32 and float64 operands of such layouts take the mma.sync kernel
+(TF32 or 3xTF32 by the float32 matmul precision, DMMA for float64); everything else falls back to the
+general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
+on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
 import pytest
@@ -12,7 +14,7 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
-from helpers import assert_bmm_close, make_tensor
+from helpers import Tol, assert_bmm_close, make_tensor
 
 pytestmark = pytest.mark.usefixtures("highest_float32_precision")
 
@@ -26,8 +28,19 @@ def hopper_expected():
         pytest.skip("the Hopper tensor-core path needs an sm_90 GPU")
     probe = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
     path = torch.ops.tiles._bmm_path(probe, probe)
-    if "without sm_90a" in path:
+    if path != HOPPER:
         pytest.skip(f"this build has no sm_90a code ({path})")
+    return True
+
+
+def mma_expected():
+    """Whether this GPU and build can run the mma.sync kernel; skips (with why) where it cannot."""
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("the mma.sync path needs an sm_80 or newer GPU")
+    probe = torch.ones(8, 8, dtype=torch.float64, device="cuda")
+    path = torch.ops.tiles._bmm_path(probe, probe)
+    if "without sm_80" in path:
+        pytest.skip(f"this build has no sm_80 code ({path})")
     return True
 
 
@@ -131,12 +144,109 @@ def test_general_path_for_other_layouts(dtype, case):
 
 
 @requires_cuda
+@pytest.mark.parametrize("case", FALLBACKS.keys())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-def test_general_path_for_other_dtypes(dtype):
-    a = make_tensor((2, 130, 72), dtype, "cuda")
-    b = make_tensor((2, 72, 260), dtype, "cuda")
-    assert torch.ops.tiles._bmm_path(a, b).startswith("general")
+def test_general_path_for_other_layouts_wide_dtypes(dtype, case):
+    a, b = FALLBACKS[case](dtype)
+    path = torch.ops.tiles._bmm_path(a, b)
+    assert path.startswith("general"), path
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# ---- the mma.sync kernel ------------------------------------------------------------------------
+# (dtype, float32 matmul precision) -> the kind _bmm_path names, and the tolerance it is held to:
+# TF32 keeps 10 mantissa bits of each operand (relative error up to ~2^-11 per operand); 3xTF32 and
+# the others are held to their dtype's usual tolerance.
+MMA_KINDS = {
+    (torch.bfloat16, "highest"): ("bf16", None),
+    (torch.float16, "highest"): ("fp16", None),
+    (torch.float32, "highest"): ("3xtf32", None),
+    (torch.float32, "high"): ("tf32", Tol(rtol=2e-3, atol=1e-5)),
+    (torch.float64, "highest"): ("f64", None),
+}
+MMA_SHAPES = SHAPES + [(1, 65, 33, 0), (2, 1, 1, 1), (3, 17, 9, 5)]
+
+
+def poisoned_on_path(a, b, path):
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    nan = torch.full((batch * a.shape[-2] * b.shape[-1],), float("nan"), dtype=a.dtype, device=a.device)
+    del nan
+    return torch.ops.tiles._bmm_on_path(a, b, path)
+
+
+def mma_operand(layout, batch, rows, cols, dtype):
+    """operand() with the leading dimension padded to 16 bytes of this dtype (what cp.async needs)."""
+    per16 = 16 // torch.empty((), dtype=dtype).element_size()
+    pad = lambda x: (x + per16 - 1) // per16 * per16  # noqa: E731
+    if layout == "row":
+        return make_tensor((batch, rows, pad(cols)), dtype, "cuda")[:, :, :cols]
+    if layout == "col":
+        return make_tensor((batch, cols, pad(rows)), dtype, "cuda")[:, :, :rows].mT
+    if layout == "col-sliced":
+        return make_tensor((2 * batch, cols + per16, pad(rows)), dtype, "cuda")[::2, per16:, :rows].mT
+    raise ValueError(layout)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", MMA_SHAPES, ids=["x".join(map(str, s)) for s in MMA_SHAPES])
+@pytest.mark.parametrize("kind", MMA_KINDS.keys(), ids=[v[0] for v in MMA_KINDS.values()])
+def test_mma_path(kind, shape, layouts):
+    mma_expected()
+    dtype, precision = kind
+    name, tol = MMA_KINDS[kind]
+    batch, m, n, k = shape
+    a = mma_operand(layouts[0], batch, m, k, dtype)
+    b = mma_operand(layouts[1], batch, k, n, dtype)
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        if dtype in (torch.float32, torch.float64):  # the path bmm itself takes for these dtypes
+            assert torch.ops.tiles._bmm_path(a, b) == f"mma-sync {name}"
+        out = poisoned_on_path(a, b, "mma")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert_bmm_close(out, a, b, tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_mma_path_batch_broadcast_and_many_tiles(dtype):
+    mma_expected()
+    a2 = make_tensor((150, 96), dtype, "cuda")
+    b3 = make_tensor((3, 96, 200), dtype, "cuda")
+    b2 = make_tensor((200, 96), dtype, "cuda").t()
+    big_a, big_b = make_tensor((7, 520, 264), dtype, "cuda"), make_tensor((7, 264, 1032), dtype, "cuda")
+    for a, b in [(a2, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2), (big_a, big_b)]:
+        assert torch.ops.tiles._bmm_path(a, b).startswith("mma-sync")
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+def test_3xtf32_is_as_accurate_as_cublas_sgemm():
+    # float32 under "highest" must be float32-accurate: relative error against float64 no worse than
+    # cuBLAS SGEMM's on the same inputs (with 10% slack for the different summation order).
+    mma_expected()
+    a = torch.randn(4, 512, 2048, device="cuda")
+    b = torch.randn(4, 2048, 384, device="cuda")
+    ref = torch.bmm(a.double(), b.double())
+    assert torch.ops.tiles._bmm_path(a, b) == "mma-sync 3xtf32"
+    ours = (torch.ops.tiles.bmm(a, b).double() - ref).norm() / ref.norm()
+    cublas = (torch.bmm(a, b).double() - ref).norm() / ref.norm()
+    assert ours <= 1.1 * cublas, (ours.item(), cublas.item())
+
+
+@requires_cuda
+def test_on_path_refuses_what_a_path_cannot_take():
+    a = make_tensor((2, 33, 17), torch.float32, "cuda")
+    b = make_tensor((2, 17, 40), torch.float32, "cuda")
+    with pytest.raises(RuntimeError, match="_bmm_on_path: the mma path cannot take"):
+        torch.ops.tiles._bmm_on_path(a, b, "mma")
+    with pytest.raises(RuntimeError, match="_bmm_on_path: the hopper path cannot take"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper")
+    with pytest.raises(RuntimeError, match="path must be"):
+        torch.ops.tiles._bmm_on_path(a, b, "fast")
+    assert_bmm_close(torch.ops.tiles._bmm_on_path(a, b, "general"), a, b)
 
 
 @requires_cuda

@@ -26,7 +26,7 @@ check_one() {
   local src=$1 start=$(date +%s)
   if "$NVCC" -c "$src" -o "$OUT/$(basename "$src").o" $ARCH -std=$STD -O1 \
       -I csrc -I csrc/include -I "$TORCH_INC" -I "$OUT/stub" -I "$TORCH_INC/torch/csrc/api/include" -I "$PY_INC" \
-      -DTILES_WITH_CUDA -DTILES_HAS_SM90A -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
+      -DTILES_WITH_CUDA -DTILES_HAS_SM90A -DTILES_HAS_SM80 -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ \
       -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr \
       -Xcompiler -fPIC -w ${EXTRA_NVCC_FLAGS:-}; then
     echo "check_cuda_compiles: ok   $src ($(( $(date +%s) - start ))s)"

@@ -8,6 +8,7 @@
 #include "cuda/bmm/paths.h"
 #include "cuda/kernels.h"
 #include "tiles/entry.h"
+#include "tiles/format.h"
 
 namespace tiles::cuda {
 namespace {
@@ -40,8 +41,28 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
   const char* why = "";
-  if (hopper::can_run(p, &why)) return "hopper-wgmma";
+  if (hopper::can_run(p)) return "hopper-wgmma";
+  if (mma::can_run(p, &why)) return std::string("mma-sync ") + mma::kind(p);
   return std::string("general: ") + why;
+}
+
+at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {
+  c10::cuda::CUDAGuard guard(cuda_device(a, b));
+  const BmmProblem p = make_bmm_problem(a, b);
+  const char* why = "";
+  if (path == "hopper") {
+    TILES_CHECK(hopper::can_run(p, &why), "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
+  } else if (path == "mma") {
+    TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
+  } else {
+    TILES_CHECK(path == "general", "tiles::_bmm_on_path: path must be 'hopper', 'mma' or 'general', got '",
+                std::string(path), "'");
+  }
+  if (p.out.numel() == 0) return p.out;
+  if (path == "hopper") hopper::bmm(p);
+  else if (path == "mma") mma::bmm(p);
+  else general::bmm(p);
+  return p.out;
 }
 
 }  // namespace
@@ -53,4 +74,5 @@ TORCH_LIBRARY_IMPL(tiles, CUDA, m) {
   m.impl("reduce", &tiles::cuda::reduce_cuda);
   m.impl("bmm", &tiles::cuda::bmm_cuda);
   m.impl("_bmm_path", &tiles::cuda::bmm_path_cuda);
+  m.impl("_bmm_on_path", &tiles::cuda::bmm_on_path_cuda);
 }

@@ -2,6 +2,9 @@
 //
 //   hopper   TMA + wgmma tensor-core kernel: bf16 / fp16 on sm_90a, operands whose rows (or columns)
 //            are contiguous with 16-byte-aligned strides, either major order (bmm/hopper.cu)
+//   mma      mma.sync tensor-core kernel with a cp.async pipeline: every dtype (fp32 as TF32 or 3xTF32 by
+//            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
+//            matrix dim and 16-byte-aligned strides, either major order (bmm/mma.cu)
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
@@ -19,5 +22,13 @@ namespace hopper {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
 }  // namespace hopper
+
+namespace mma {
+bool can_run(const BmmProblem& p, const char** why = nullptr);
+void bmm(const BmmProblem& p);
+// The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
+// "tf32", "3xtf32", "bf16" or "fp16".
+const char* kind(const BmmProblem& p);
+}  // namespace mma
 
 }  // namespace tiles::cuda

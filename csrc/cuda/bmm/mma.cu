@@ -1,0 +1,121 @@
+// Host side of the mma.sync bmm (kernel: bmm/mma_kernel.cuh): whether a problem can take it, and which
+// tensor-core instruction computes its dtype.
+//   bfloat16 / float16  m16n8k16, float32 accumulation
+//   float32             TF32 (m16n8k8) when the float32 matmul precision allows it ("high" / "medium",
+//                       i.e. torch.backends.cuda.matmul.allow_tf32), else 3xTF32 (float32 accuracy)
+//   float64             DMMA (m8n8k4)
+#include <ATen/Context.h>
+
+#include <atomic>
+
+#include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
+#include "cuda/bmm/paths.h"
+#include "cuda/launch.cuh"
+#include "tiles/format.h"
+
+namespace tiles::cuda::mma {
+
+template <class Atom, bool kMnA, bool kMnB>
+void launch(const Params<typename Atom::Elem>& p);
+
+namespace {
+
+// One operand's layout for cp.async: which of its dims is contiguous, and the other's stride.
+struct Layout {
+  bool ok = false;
+  bool mn_contiguous = false;  // the M (or N) dim has unit stride; else K does
+  int64_t ld = 0;
+};
+
+// rows: M for a, N for b. Every 16-byte copy must start 16-byte aligned: the base, the non-unit
+// stride and the batch stride are multiples of 16 bytes. A dim of size 1 may have any stride.
+Layout layout_of(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_stride, int64_t k_stride,
+                 int64_t batch_stride) {
+  const int64_t chunk = 16 / int64_t(t.element_size());
+  const bool base_ok = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && batch_stride % chunk == 0;
+  Layout l;
+  if ((k_stride == 1 || k == 1) && (rows == 1 || row_stride % chunk == 0)) {
+    l.ld = rows == 1 ? 0 : row_stride;
+  } else if ((row_stride == 1 || rows == 1) && (k == 1 || k_stride % chunk == 0)) {
+    l.mn_contiguous = true;
+    l.ld = k == 1 ? 0 : k_stride;
+  } else {
+    return l;
+  }
+  l.ok = base_ok;
+  return l;
+}
+
+Layout layout_a(const BmmProblem& p) { return layout_of(p.a, p.m, p.k, p.a_strides[1], p.a_strides[2], p.a_strides[0]); }
+Layout layout_b(const BmmProblem& p) { return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0]); }
+
+bool device_is_sm80_or_newer(int device) {
+  static std::atomic<int8_t> known[64] = {};  // asked once per device: 1 yes, -1 no
+  std::atomic<int8_t>* slot = device < 64 ? &known[device] : nullptr;
+  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed) > 0;
+  int major = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (slot) slot->store(major >= 8 ? 1 : -1, std::memory_order_relaxed);
+  return major >= 8;
+}
+
+template <class Atom>
+void run(const BmmProblem& p) {
+  using Elem = typename Atom::Elem;
+  const Layout la = layout_a(p), lb = layout_b(p);
+  Params<Elem> q{};
+  q.a = static_cast<const Elem*>(p.a.const_data_ptr());
+  q.b = static_cast<const Elem*>(p.b.const_data_ptr());
+  q.c = p.out.data_ptr();
+  q.batch = p.batch, q.m = p.m, q.n = p.n, q.k = p.k;
+  q.a_batch = p.a_strides[0], q.a_ld = la.ld;
+  q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
+  if (p.k == 0) return launch<Atom, false, false>(q);  // no operand is read
+  if (la.mn_contiguous && lb.mn_contiguous) return launch<Atom, true, true>(q);
+  if (la.mn_contiguous) return launch<Atom, true, false>(q);
+  if (lb.mn_contiguous) return launch<Atom, false, true>(q);
+  launch<Atom, false, false>(q);
+}
+
+}  // namespace
+
+const char* kind(const BmmProblem& p) {
+  switch (p.out.scalar_type()) {
+    case at::kDouble: return "f64";
+    case at::kFloat: return at::globalContext().allowTF32CuBLAS() ? "tf32" : "3xtf32";
+    case at::kBFloat16: return "bf16";
+    default: return "fp16";
+  }
+}
+
+bool can_run(const BmmProblem& p, const char** why) {
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+#if !defined(TILES_HAS_SM80)
+  return no("built without sm_80 or newer code (TORCH_CUDA_ARCH_LIST)");
+#else
+  if (p.a.scalar_type() != p.out.scalar_type() || p.b.scalar_type() != p.out.scalar_type())
+    return no("operand dtypes differ from the result's");
+  if (!device_is_sm80_or_newer(p.out.get_device())) return no("the device is older than sm_80");
+  // The tile grid must fit one launch's x dimension (tiles of at least 64 x 64).
+  if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31)) return no("the output matrices are too large");
+  if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
+  if (!layout_a(p).ok) return no("a has no unit-stride matrix dim with 16-byte-aligned strides and base");
+  if (!layout_b(p).ok) return no("b has no unit-stride matrix dim with 16-byte-aligned strides and base");
+  return true;
+#endif
+}
+
+void bmm(const BmmProblem& p) {
+  switch (p.out.scalar_type()) {
+    case at::kDouble: return run<F64>(p);
+    case at::kFloat: return at::globalContext().allowTF32CuBLAS() ? run<Tf32>(p) : run<Tf32x3>(p);
+    case at::kBFloat16: return run<Half16<true>>(p);
+    case at::kHalf: return run<Half16<false>>(p);
+    default: TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for dtype ", p.out.scalar_type());
+  }
+}
+
+}  // namespace tiles::cuda::mma

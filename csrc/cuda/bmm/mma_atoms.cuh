@@ -1,0 +1,175 @@
+// The warp-level tensor-core instructions (`mma.sync`, sm_80 and newer) that bmm/mma_kernel.cuh tiles,
+// one struct ("atom") per kind of multiply. An atom says which elements of its A (M x K), B (K x N)
+// and C (M x N) tiles each lane holds, and issues the instruction:
+//   load_a(get, lane)  builds lane's A fragment from get(m, k), an element of the warp's A tile;
+//   load_b(get, lane)  builds lane's B fragment from get(n, k);
+//   c_row / c_col      place lane's accumulator e in the C tile;
+//   mma(c, a, b)       c += a * b.
+// The lane layouts are those of the PTX ISA's "Matrix fragments for mma.m16n8k*" / "mma.m8n8k4" figures
+// (g = lane / 4 is the fragment row group, t = lane % 4 the thread in the group).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace tiles::cuda::mma {
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {  // round to nearest, ties away: 10 mantissa bits
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Accumulator layout shared by the m16n8 atoms: c[e] at row g + 8 (e / 2), column 2 t + e % 2.
+struct M16N8Accumulator {
+  static constexpr int kAcc = 4;
+  __device__ static int c_row(int lane, int e) { return lane / 4 + 8 * (e / 2); }
+  __device__ static int c_col(int lane, int e) { return 2 * (lane % 4) + e % 2; }
+};
+
+// fp64 on the FP64 tensor cores (DMMA): m8n8k4, one element of A and of B per lane.
+struct F64 {
+  static constexpr bool kFreshPerTile = false;
+  using Elem = double;
+  using Acc = double;
+  static constexpr int M = 8, N = 8, K = 4, kAcc = 2;
+  // Shared-memory row padding (elements) for K-contiguous and M/N-contiguous tiles: with it the
+  // fragment loads of a half warp (16 lanes x 8 bytes) hit 16 distinct bank pairs.
+  static constexpr int kPadK = 4, kPadMN = 4;
+  struct FragA { double v; };
+  struct FragB { double v; };
+  template <class Get>
+  __device__ static FragA load_a(Get get, int lane) { return {get(lane / 4, lane % 4)}; }
+  template <class Get>
+  __device__ static FragB load_b(Get get, int lane) { return {get(lane / 4, lane % 4)}; }
+  __device__ static int c_row(int lane, int) { return lane / 4; }
+  __device__ static int c_col(int lane, int e) { return 2 * (lane % 4) + e; }
+  __device__ static void mma(double (&c)[2], const FragA& a, const FragB& b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+d"(c[0]), "+d"(c[1])
+                 : "d"(a.v), "d"(b.v));
+  }
+  __device__ static double out(double x) { return x; }
+};
+
+// float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does
+// when torch.backends.cuda.matmul.allow_tf32 is set (matmul precision "high").
+struct Tf32 : M16N8Accumulator {
+  static constexpr bool kFreshPerTile = false;
+  using Elem = float;
+  using Acc = float;
+  static constexpr int M = 16, N = 8, K = 8;
+  // 32 lanes x 4 bytes: rows of g (8 of them) must land 4 banks apart (K-contiguous) or k rows of t
+  // (4 of them) 8 banks apart (M/N-contiguous).
+  static constexpr int kPadK = 4, kPadMN = 8;
+  struct FragA { uint32_t r[4]; };
+  struct FragB { uint32_t r[2]; };
+  template <class Get>
+  __device__ static FragA load_a(Get get, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    return {{to_tf32(get(g, t)), to_tf32(get(g + 8, t)), to_tf32(get(g, t + 4)), to_tf32(get(g + 8, t + 4))}};
+  }
+  template <class Get>
+  __device__ static FragB load_b(Get get, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    return {{to_tf32(get(g, t)), to_tf32(get(g, t + 4))}};
+  }
+  __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) { mma_tf32(c, a.r, b.r); }
+  __device__ static float out(float x) { return x; }
+};
+
+// float32 at float32 accuracy ("3xTF32"): each operand x splits into big = tf32(x) and
+// small = tf32(x - big), and a * b ~= a_small b_big + a_big b_small + a_big b_big (the dropped
+// a_small b_small is ~2^-22 of the product). Three TF32 multiplies, small terms first.
+struct Tf32x3 : M16N8Accumulator {
+  // The tensor cores add each product sum into the float32 accumulator rounding toward zero: over
+  // K = 4096 (1536 instructions per output) that bias alone gave 18x cuBLAS SGEMM's error. So each
+  // k-tile accumulates into fresh registers, added to the running sum with a rounded float32 add.
+  static constexpr bool kFreshPerTile = true;
+  using Elem = float;
+  using Acc = float;
+  static constexpr int M = 16, N = 8, K = 8;
+  static constexpr int kPadK = 4, kPadMN = 8;
+  struct FragA { uint32_t big[4], small[4]; };
+  struct FragB { uint32_t big[2], small[2]; };
+  __device__ static void split(float x, uint32_t& big, uint32_t& small) {
+    big = to_tf32(x);
+    small = to_tf32(x - __uint_as_float(big));
+  }
+  template <class Get>
+  __device__ static FragA load_a(Get get, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    FragA f;
+    split(get(g, t), f.big[0], f.small[0]);
+    split(get(g + 8, t), f.big[1], f.small[1]);
+    split(get(g, t + 4), f.big[2], f.small[2]);
+    split(get(g + 8, t + 4), f.big[3], f.small[3]);
+    return f;
+  }
+  template <class Get>
+  __device__ static FragB load_b(Get get, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    FragB f;
+    split(get(g, t), f.big[0], f.small[0]);
+    split(get(g, t + 4), f.big[1], f.small[1]);
+    return f;
+  }
+  __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) {
+    mma_tf32(c, a.small, b.big);
+    mma_tf32(c, a.big, b.small);
+    mma_tf32(c, a.big, b.big);
+  }
+  __device__ static float out(float x) { return x; }
+};
+
+// bfloat16 / float16 (raw 16-bit storage), float32 accumulation: m16n8k16. Each 32-bit register
+// holds two neighbouring k, the lower k in the low half.
+template <bool kBf16>
+struct Half16 : M16N8Accumulator {
+  static constexpr bool kFreshPerTile = false;
+  using Elem = uint16_t;
+  using Acc = float;
+  static constexpr int M = 16, N = 8, K = 16;
+  static constexpr int kPadK = 8, kPadMN = 8;
+  struct FragA { uint32_t r[4]; };
+  struct FragB { uint32_t r[2]; };
+  __device__ static uint32_t pack(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+  template <class Get>
+  __device__ static FragA load_a(Get get, int lane) {
+    const int g = lane / 4, k = 2 * (lane % 4);
+    return {{pack(get(g, k), get(g, k + 1)), pack(get(g + 8, k), get(g + 8, k + 1)),
+             pack(get(g, k + 8), get(g, k + 9)), pack(get(g + 8, k + 8), get(g + 8, k + 9))}};
+  }
+  template <class Get>
+  __device__ static FragB load_b(Get get, int lane) {
+    const int g = lane / 4, k = 2 * (lane % 4);
+    return {{pack(get(g, k), get(g, k + 1)), pack(get(g, k + 8), get(g, k + 9))}};
+  }
+  __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) {
+    if constexpr (kBf16)
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+    else
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+  }
+  __device__ static uint16_t out(float x) {
+    if constexpr (kBf16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    else return __half_as_ushort(__float2half_rn(x));
+  }
+};
+
+}  // namespace tiles::cuda::mma

@@ -1,0 +1,6 @@
+// The mma.sync bmm kernels with the Half16<true> atom, all four operand major orders.
+#include "cuda/bmm/mma_launch.cuh"
+
+namespace tiles::cuda::mma {
+TILES_MMA_INSTANTIATE(Half16<true>)
+}

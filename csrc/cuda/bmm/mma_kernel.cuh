@@ -1,0 +1,186 @@
+// The mma.sync bmm kernel (sm_80 and newer), generic over the tensor-core instruction (bmm/mma_atoms.cuh).
+//
+// A block computes a BM x BN tile of one output matrix; its warps each a WM x WN part of it, as a grid
+// of atoms whose fragments stay in registers. Operand tiles BM x BK (a) and BK x BN (b) stream through
+// a ring of kStages shared-memory buffers filled by cp.async (16-byte copies, zero-filled past the
+// matrix edges), so the loads of the next tiles overlap the multiplies of this one; one barrier per
+// k-tile. Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
+// kMnB: b is N-contiguous, i.e. row-major), so no operand is ever copied or transposed; the atom's
+// fragment loads read either order, and the row padding (the atom's kPadK / kPadMN) keeps them free
+// of bank conflicts. Output tiles go from the accumulators straight to the contiguous output.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/bmm/mma_atoms.cuh"
+
+namespace tiles::cuda::mma {
+
+template <class Elem>
+struct Params {
+  const Elem* a;
+  const Elem* b;
+  void* c;                    // [batch][m][n], contiguous, of the atom's output type
+  int64_t batch, m, n, k;
+  int64_t a_batch, a_ld;      // a's batch stride (0: broadcast) and the stride of its non-unit dim
+  int64_t b_batch, b_ld;
+  int tiles_m, tiles_n;
+};
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_>
+struct Config {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, kStages = kStages_;
+  static constexpr int kWarpsN = BN / WN;
+  static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+};
+
+// One operand tile in shared memory: `rows` x BK (K-contiguous) or BK x `rows` (M/N-contiguous),
+// each row padded.
+template <class Atom, int kRows, int BK, bool kMn>
+struct Tile {
+  using Elem = typename Atom::Elem;
+  static constexpr int kLd = kMn ? kRows + Atom::kPadMN : BK + Atom::kPadK;  // elements per smem row
+  static constexpr int kElems = (kMn ? BK : kRows) * kLd;
+  static constexpr int kChunk = 16 / sizeof(Elem);                           // elements per cp.async
+  static constexpr int kChunksPerRow = (kMn ? kRows : BK) / kChunk;
+  static constexpr int kChunks = (kMn ? BK : kRows) * kChunksPerRow;
+  // The element at (r, k): r along M (or N), k along K.
+  __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending)); }
+
+// Copies the operand tile whose (r, k) origin is (r0, k0) into `s`. `g` points at the operand's
+// element (r0, k0)'s matrix; rows past `r_left` / columns past `k_left` are zero-filled.
+template <class TileT, bool kMn, int kThreads>
+__device__ __forceinline__ void load_tile(typename TileT::Elem* s, const typename TileT::Elem* g, int64_t ld,
+                                          int64_t r0, int64_t k0, int64_t r_left, int64_t k_left) {
+  using Elem = typename TileT::Elem;
+  // Outer index (smem row) and inner index (contiguous in global memory and in smem).
+  const int64_t outer_left = kMn ? k_left : r_left, inner_left = kMn ? r_left : k_left;
+  const int64_t outer0 = kMn ? k0 : r0, inner0 = kMn ? r0 : k0;
+#pragma unroll
+  for (int pass = 0; pass < (TileT::kChunks + kThreads - 1) / kThreads; ++pass) {
+    const int i = pass * kThreads + int(threadIdx.x);
+    if (TileT::kChunks % kThreads != 0 && i >= TileT::kChunks) break;
+    const int outer = i / TileT::kChunksPerRow, inner = (i % TileT::kChunksPerRow) * TileT::kChunk;
+    const int64_t valid = outer < outer_left ? std::min<int64_t>(TileT::kChunk, inner_left - inner) : 0;
+    const Elem* src = valid > 0 ? g + (outer0 + outer) * ld + inner0 + inner : g;
+    cp_async16(s + outer * TileT::kLd + inner, src, valid > 0 ? int(valid * sizeof(Elem)) : 0);
+  }
+}
+
+template <class Atom, class Cfg, bool kMnA, bool kMnB>
+__global__ void __launch_bounds__(Cfg::kThreads) bmm_kernel(Params<typename Atom::Elem> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
+#else
+  using Elem = typename Atom::Elem;
+  using Acc = typename Atom::Acc;
+  using TileA = Tile<Atom, Cfg::BM, Cfg::BK, kMnA>;
+  using TileB = Tile<Atom, Cfg::BN, Cfg::BK, kMnB>;
+  constexpr int kAtomsM = Cfg::WM / Atom::M, kAtomsN = Cfg::WN / Atom::N;
+  constexpr int kStageElems = TileA::kElems + TileB::kElems;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Elem* smem = reinterpret_cast<Elem*>(smem_raw);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm0 = (warp / Cfg::kWarpsN) * Cfg::WM, wn0 = (warp % Cfg::kWarpsN) * Cfg::WN;
+
+  // Tile order: groups of 8 tile rows, column by column within a group, so the blocks running at
+  // one time share a few rows of a and columns of b in L2.
+  constexpr int kGroupM = 8;
+  const int64_t per_group = int64_t(kGroupM) * p.tiles_n;
+  const int64_t first_m = int64_t(blockIdx.x) / per_group * kGroupM;
+  const int64_t group_m = std::min<int64_t>(kGroupM, p.tiles_m - first_m);
+  const int64_t in_group = int64_t(blockIdx.x) % per_group;
+  const int64_t m0 = (first_m + in_group % group_m) * Cfg::BM;
+  const int64_t n0 = in_group / group_m * Cfg::BN;
+  const int k_tiles = int((p.k + Cfg::BK - 1) / Cfg::BK);
+
+  for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
+    const Elem* a = p.a + bi * p.a_batch;
+    const Elem* b = p.b + bi * p.b_batch;
+    auto load_stage = [&](int kt) {
+      Elem* s = smem + (kt % Cfg::kStages) * kStageElems;
+      const int64_t k0 = int64_t(kt) * Cfg::BK;
+      load_tile<TileA, kMnA, Cfg::kThreads>(s, a, p.a_ld, m0, k0, p.m - m0, p.k - k0);
+      load_tile<TileB, kMnB, Cfg::kThreads>(s + TileA::kElems, b, p.b_ld, n0, k0, p.n - n0, p.k - k0);
+    };
+
+    Acc acc[kAtomsM][kAtomsN][Atom::kAcc] = {};
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages - 1; ++s) {
+      if (s < k_tiles) load_stage(s);
+      cp_async_commit();  // empty groups keep the count of pending groups uniform
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<Cfg::kStages - 2>();  // this thread's copies of tile kt have landed...
+      __syncthreads();                    // ...and everyone's; tile kt - 1's buffer is free again
+      if (kt + Cfg::kStages - 1 < k_tiles) load_stage(kt + Cfg::kStages - 1);
+      cp_async_commit();
+
+      const Elem* sa = smem + (kt % Cfg::kStages) * kStageElems;
+      const Elem* sb = sa + TileA::kElems;
+      Acc fresh[Atom::kFreshPerTile ? kAtomsM : 1][Atom::kFreshPerTile ? kAtomsN : 1][Atom::kAcc] = {};
+      auto& sum = [&]() -> auto& {
+        if constexpr (Atom::kFreshPerTile) return fresh;
+        else return acc;
+      }();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::BK; kk += Atom::K) {
+        typename Atom::FragA fa[kAtomsM];
+        typename Atom::FragB fb[kAtomsN];
+#pragma unroll
+        for (int i = 0; i < kAtomsM; ++i)
+          fa[i] = Atom::load_a([&](int r, int k) { return TileA::at(sa, wm0 + i * Atom::M + r, kk + k); }, lane);
+#pragma unroll
+        for (int j = 0; j < kAtomsN; ++j)
+          fb[j] = Atom::load_b([&](int r, int k) { return TileB::at(sb, wn0 + j * Atom::N + r, kk + k); }, lane);
+#pragma unroll
+        for (int i = 0; i < kAtomsM; ++i)
+#pragma unroll
+          for (int j = 0; j < kAtomsN; ++j) Atom::mma(sum[i][j], fa[i], fb[j]);
+      }
+      if constexpr (Atom::kFreshPerTile) {
+#pragma unroll
+        for (int i = 0; i < kAtomsM; ++i)
+#pragma unroll
+          for (int j = 0; j < kAtomsN; ++j)
+#pragma unroll
+            for (int e = 0; e < Atom::kAcc; ++e) acc[i][j][e] += fresh[i][j][e];
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the next batch's first copies reuse the buffers
+
+    using Out = decltype(Atom::out(Acc(0)));
+    Out* c = static_cast<Out*>(p.c) + bi * p.m * p.n;
+#pragma unroll
+    for (int i = 0; i < kAtomsM; ++i)
+#pragma unroll
+      for (int j = 0; j < kAtomsN; ++j)
+#pragma unroll
+        for (int e = 0; e < Atom::kAcc; ++e) {
+          const int64_t row = m0 + wm0 + i * Atom::M + Atom::c_row(lane, e);
+          const int64_t col = n0 + wn0 + j * Atom::N + Atom::c_col(lane, e);
+          if (row < p.m && col < p.n) c[row * p.n + col] = Atom::out(acc[i][j][e]);
+        }
+  }
+#endif
+}
+
+// Dynamic shared memory of one instantiation: kStages buffers of an a tile and a b tile.
+template <class Atom, class Cfg, bool kMnA, bool kMnB>
+constexpr int kSmemBytes = Cfg::kStages *
+                           (Tile<Atom, Cfg::BM, Cfg::BK, kMnA>::kElems + Tile<Atom, Cfg::BN, Cfg::BK, kMnB>::kElems) *
+                           int(sizeof(typename Atom::Elem));
+
+}  // namespace tiles::cuda::mma

@@ -1,0 +1,6 @@
+// The mma.sync bmm kernels with the Tf32x3 atom, all four operand major orders.
+#include "cuda/bmm/mma_launch.cuh"
+
+namespace tiles::cuda::mma {
+TILES_MMA_INSTANTIATE(Tf32x3)
+}
