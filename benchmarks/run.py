@@ -69,6 +69,7 @@ def run_case(case, ceilings):
         del out, ref
         tiles_ms = bench_ms(lambda: case.tiles(*inputs))
         torch_ms = bench_ms(lambda: case.torch(*inputs))
+        path = T._bmm_path(*inputs) if case.tiles is T.bmm else None  # float32's path depends on the precision
     finally:
         torch.set_float32_matmul_precision(previous)
     if case.bytes:
@@ -80,7 +81,7 @@ def run_case(case, ceilings):
     return {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
             "speedup": round(torch_ms / tiles_ms, 3), "rate": round(rate, 1), "unit": case.rate_unit(),
             "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}"),
-            "error": case.error, **({"path": T._bmm_path(*inputs)} if case.tiles is T.bmm else {})}
+            "error": case.error, **({"path": path} if path else {})}
 
 
 def git_commit():
