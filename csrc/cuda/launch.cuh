@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace tiles::cuda {
 
@@ -16,6 +17,19 @@ inline int sm_count() {
   int sms = 0;  // a cached driver attribute: cheap, no synchronization
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c10::cuda::current_device()));
   return sms;
+}
+
+// A device's compute capability as major * 10 + minor (90 for an H100), asked once per device:
+// the bmm paths check it on every call.
+inline int compute_capability(int device) {
+  static std::atomic<int> known[64] = {};  // 0: not asked yet
+  std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
+  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed);
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (slot) slot->store(major * 10 + minor, std::memory_order_relaxed);
+  return major * 10 + minor;
 }
 
 // The current stream of the current device: every kernel launches here.

@@ -3,8 +3,6 @@
 // and the persistent grid.
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-#include <atomic>
-
 #include <c10/cuda/CUDAFunctions.h>
 
 #include "cuda/bmm/hopper_kernel.cuh"
@@ -103,19 +101,6 @@ CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_oute
   return map;
 }
 
-bool device_is_sm90(int device) {
-  // Asked once per device: bmm calls this on every launch.
-  static std::atomic<int8_t> known[64] = {};  // 0: not asked yet, 1: sm_90, -1: another arch
-  std::atomic<int8_t>* slot = device < 64 ? &known[device] : nullptr;
-  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed) > 0;
-  int major = 0, minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  const bool sm90 = major == 9 && minor == 0;
-  if (slot) slot->store(sm90 ? 1 : -1, std::memory_order_relaxed);
-  return sm90;
-}
-
 template <class T, int BN>
 void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
                     const GemmShape& s, int grid) {
@@ -141,7 +126,7 @@ bool can_run(const BmmProblem& p, const char** why) {
   if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
       p.batch >= (int64_t(1) << 31))
     return no("a size exceeds TMA's 32-bit coordinates");
-  if (!device_is_sm90(p.out.get_device())) return no("the device is not sm_90");
+  if (compute_capability(p.out.get_device()) != 90) return no("the device is not sm_90");
   if (!layout_a(p).ok) return no("a's strides or alignment do not suit TMA");
   if (!layout_b(p).ok) return no("b's strides or alignment do not suit TMA");
   return true;

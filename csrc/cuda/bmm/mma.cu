@@ -6,8 +6,6 @@
 //   float64             DMMA (m8n8k4)
 #include <ATen/Context.h>
 
-#include <atomic>
-
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
 #include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
@@ -49,16 +47,6 @@ Layout layout_of(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_strid
 Layout layout_a(const BmmProblem& p) { return layout_of(p.a, p.m, p.k, p.a_strides[1], p.a_strides[2], p.a_strides[0]); }
 Layout layout_b(const BmmProblem& p) { return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0]); }
 
-bool device_is_sm80_or_newer(int device) {
-  static std::atomic<int8_t> known[64] = {};  // asked once per device: 1 yes, -1 no
-  std::atomic<int8_t>* slot = device < 64 ? &known[device] : nullptr;
-  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed) > 0;
-  int major = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (slot) slot->store(major >= 8 ? 1 : -1, std::memory_order_relaxed);
-  return major >= 8;
-}
-
 template <class Atom>
 void run(const BmmProblem& p) {
   using Elem = typename Atom::Elem;
@@ -98,7 +86,7 @@ bool can_run(const BmmProblem& p, const char** why) {
 #else
   if (p.a.scalar_type() != p.out.scalar_type() || p.b.scalar_type() != p.out.scalar_type())
     return no("operand dtypes differ from the result's");
-  if (!device_is_sm80_or_newer(p.out.get_device())) return no("the device is older than sm_80");
+  if (compute_capability(p.out.get_device()) < 80) return no("the device is older than sm_80");
   // The tile grid must fit one launch's x dimension (tiles of at least 64 x 64).
   if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31)) return no("the output matrices are too large");
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros

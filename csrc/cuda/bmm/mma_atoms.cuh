@@ -29,6 +29,21 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Lane's elements of an m16n8k8 multiply's A (16 x 8) and B (8 x 8) tiles: a[i] at row g + 8 (i % 2),
+// column t + 4 (i / 2); b[i] at k = t + 4 i, column g.
+template <class Get>
+__device__ __forceinline__ void gather_a_m16n8k8(Get get, int lane, float (&a)[4]) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = get(g + 8 * (i % 2), t + 4 * (i / 2));
+}
+template <class Get>
+__device__ __forceinline__ void gather_b_m16n8k8(Get get, int lane, float (&b)[2]) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) b[i] = get(g, t + 4 * i);
+}
+
 // Accumulator layout shared by the m16n8 atoms: c[e] at row g + 8 (e / 2), column 2 t + e % 2.
 struct M16N8Accumulator {
   static constexpr int kAcc = 4;
@@ -75,13 +90,21 @@ struct Tf32 : M16N8Accumulator {
   struct FragB { uint32_t r[2]; };
   template <class Get>
   __device__ static FragA load_a(Get get, int lane) {
-    const int g = lane / 4, t = lane % 4;
-    return {{to_tf32(get(g, t)), to_tf32(get(g + 8, t)), to_tf32(get(g, t + 4)), to_tf32(get(g + 8, t + 4))}};
+    float v[4];
+    gather_a_m16n8k8(get, lane, v);
+    FragA f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f.r[i] = to_tf32(v[i]);
+    return f;
   }
   template <class Get>
   __device__ static FragB load_b(Get get, int lane) {
-    const int g = lane / 4, t = lane % 4;
-    return {{to_tf32(get(g, t)), to_tf32(get(g, t + 4))}};
+    float v[2];
+    gather_b_m16n8k8(get, lane, v);
+    FragB f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) f.r[i] = to_tf32(v[i]);
+    return f;
   }
   __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) { mma_tf32(c, a.r, b.r); }
   __device__ static float out(float x) { return x; }
@@ -107,20 +130,20 @@ struct Tf32x3 : M16N8Accumulator {
   }
   template <class Get>
   __device__ static FragA load_a(Get get, int lane) {
-    const int g = lane / 4, t = lane % 4;
+    float v[4];
+    gather_a_m16n8k8(get, lane, v);
     FragA f;
-    split(get(g, t), f.big[0], f.small[0]);
-    split(get(g + 8, t), f.big[1], f.small[1]);
-    split(get(g, t + 4), f.big[2], f.small[2]);
-    split(get(g + 8, t + 4), f.big[3], f.small[3]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) split(v[i], f.big[i], f.small[i]);
     return f;
   }
   template <class Get>
   __device__ static FragB load_b(Get get, int lane) {
-    const int g = lane / 4, t = lane % 4;
+    float v[2];
+    gather_b_m16n8k8(get, lane, v);
     FragB f;
-    split(get(g, t), f.big[0], f.small[0]);
-    split(get(g, t + 4), f.big[1], f.small[1]);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) split(v[i], f.big[i], f.small[i]);
     return f;
   }
   __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) {
