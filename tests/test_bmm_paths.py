@@ -3,9 +3,9 @@
 ``torch.ops.tiles._bmm_path(a, b)`` names the kernel bmm runs. On an sm_90 GPU with a build that has
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
-multiples of the tile sizes). float32 and float64 operands of such layouts take the mma.sync kernel
-(TF32 or 3xTF32 by the float32 matmul precision, DMMA for float64); everything else falls back to the
-general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
+multiples of the tile sizes); float32 operands of which one is K-major take the Hopper TF32 kernel
+(TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
+kernel (DMMA for float64) on sm_80 and newer; everything else falls back to the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
@@ -202,7 +202,7 @@ def test_mma_path(kind, shape, layouts):
     torch.set_float32_matmul_precision(precision)
     try:
         if dtype in (torch.float32, torch.float64):  # the path bmm itself takes for these dtypes
-            assert torch.ops.tiles._bmm_path(a, b) == f"mma-sync {name}"
+            assert torch.ops.tiles._bmm_path(a, b) in (f"mma-sync {name}", f"hopper-wgmma {name}")
         out = poisoned_on_path(a, b, "mma")
     finally:
         torch.set_float32_matmul_precision(old)
@@ -218,22 +218,106 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
     b2 = make_tensor((200, 96), dtype, "cuda").t()
     big_a, big_b = make_tensor((7, 520, 264), dtype, "cuda"), make_tensor((7, 264, 1032), dtype, "cuda")
     for a, b in [(a2, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2), (big_a, big_b)]:
-        assert torch.ops.tiles._bmm_path(a, b).startswith("mma-sync")
+        assert torch.ops.tiles._bmm_path(a, b).startswith(("mma-sync", "hopper-wgmma"))
         assert_bmm_close(poisoned_bmm(a, b), a, b)
+        assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
+
+
+# ---- the Hopper float32 kernel ---------------------------------------------------------------------
+FLOAT32_KINDS = {"highest": ("3xtf32", None), "high": ("tf32", Tol(rtol=2e-3, atol=1e-5))}
+
+
+def hopper_float32_expected():
+    """Whether this GPU and build should run the Hopper TF32 kernel; skips (with why) where not."""
+    hopper_expected()
+    probe = torch.ones(8, 8, device="cuda")
+    path = torch.ops.tiles._bmm_path(probe, probe)
+    assert path.startswith("hopper-wgmma"), path
+    return True
+
+
+def tf32_operands(layouts, shape):
+    batch, m, n, k = shape
+    return (mma_operand(layouts[0], batch, m, k, torch.float32),
+            mma_operand(layouts[1], batch, k, n, torch.float32))
+
+
+@pytest.fixture
+def float32_precision(request):
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(request.param)
+    yield FLOAT32_KINDS[request.param]
+    torch.set_float32_matmul_precision(old)
+
+
+# a M-major with b N-major has no K-major operand: the only layouts TF32 wgmma cannot take
+TF32_LAYOUTS = [l for l in LAYOUTS if not (l[0].startswith("col") and l[1] == "row")]
+NO_TF32_LAYOUTS = [l for l in LAYOUTS if l not in TF32_LAYOUTS]
+# more than one tile per block, 256-wide tiles (TF32), K tails of 8 and 24, single rows and columns
+TF32_SHAPES = SHAPES + [(2, 1, 1, 1), (3, 17, 9, 5), (2, 640, 1288, 264)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", TF32_LAYOUTS, ids=["-".join(l) for l in TF32_LAYOUTS])
+@pytest.mark.parametrize("shape", TF32_SHAPES, ids=["x".join(map(str, s)) for s in TF32_SHAPES])
+def test_hopper_float32_path(float32_precision, shape, layouts):
+    hopper_float32_expected()
+    name, tol = float32_precision
+    a, b = tf32_operands(layouts, shape)
+    assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name}"
+    assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", NO_TF32_LAYOUTS, ids=["-".join(l) for l in NO_TF32_LAYOUTS])
+def test_hopper_float32_path_needs_a_k_major_operand(float32_precision, layouts):
+    hopper_float32_expected()
+    name, tol = float32_precision
+    a, b = tf32_operands(layouts, (2, 130, 72, 40))
+    assert torch.ops.tiles._bmm_path(a, b) == f"mma-sync {name}"
+    with pytest.raises(RuntimeError, match="neither operand is K-major"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper")
+    assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+def test_hopper_float32_path_batch_broadcast(float32_precision):
+    hopper_float32_expected()
+    name, tol = float32_precision
+    a2 = make_tensor((150, 96), torch.float32, "cuda")
+    b3 = make_tensor((3, 96, 200), torch.float32, "cuda")
+    a1 = make_tensor((1, 150, 96), torch.float32, "cuda")
+    b2 = make_tensor((200, 96), torch.float32, "cuda").t()
+    a3t = make_tensor((4, 96, 152), torch.float32, "cuda")[:, :, :150].mT
+    for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]:
+        assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name}"
+        assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+
+
+def float32_paths():
+    """The kernels that compute float32 on this GPU, as _bmm_on_path names them."""
+    mma_expected()
+    probe = torch.ones(8, 8, device="cuda")
+    return ["mma"] + (["hopper"] if torch.ops.tiles._bmm_path(probe, probe).startswith("hopper") else [])
 
 
 @requires_cuda
 def test_3xtf32_is_as_accurate_as_cublas_sgemm():
     # float32 under "highest" must be float32-accurate: relative error against float64 no worse than
-    # cuBLAS SGEMM's on the same inputs (with 10% slack for the different summation order).
-    mma_expected()
+    # cuBLAS SGEMM's on the same inputs (with 10% slack for the different summation order), on every
+    # kernel that runs 3xTF32. Row-major b takes the Hopper kernel's swapped roles, b.mT the direct ones.
     a = torch.randn(4, 512, 2048, device="cuda")
     b = torch.randn(4, 2048, 384, device="cuda")
     ref = torch.bmm(a.double(), b.double())
-    assert torch.ops.tiles._bmm_path(a, b) == "mma-sync 3xtf32"
-    ours = (torch.ops.tiles.bmm(a, b).double() - ref).norm() / ref.norm()
     cublas = (torch.bmm(a, b).double() - ref).norm() / ref.norm()
-    assert ours <= 1.1 * cublas, (ours.item(), cublas.item())
+    bt = b.mT.contiguous().mT
+    for path in float32_paths():
+        for b_ in (b, bt):
+            ours = (torch.ops.tiles._bmm_on_path(a, b_, path).double() - ref).norm() / ref.norm()
+            assert ours <= 1.1 * cublas, (path, ours.item(), cublas.item())
 
 
 @requires_cuda

@@ -42,6 +42,7 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   const BmmProblem p = make_bmm_problem(a, b);
   const char* why = "";
   if (hopper::can_run(p)) return "hopper-wgmma";
+  if (hopper_tf32::can_run(p)) return std::string("hopper-wgmma ") + mma::kind(p);
   if (mma::can_run(p, &why)) return std::string("mma-sync ") + mma::kind(p);
   return std::string("general: ") + why;
 }
@@ -50,8 +51,11 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
   const char* why = "";
+  // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise.
+  const bool tf32 = p.out.scalar_type() == at::kFloat;
   if (path == "hopper") {
-    TILES_CHECK(hopper::can_run(p, &why), "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
+    TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
+                "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
   } else if (path == "mma") {
     TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
   } else {
@@ -59,7 +63,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
                 std::string(path), "'");
   }
   if (p.out.numel() == 0) return p.out;
-  if (path == "hopper") hopper::bmm(p);
+  if (path == "hopper") tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p);
   else if (path == "mma") mma::bmm(p);
   else general::bmm(p);
   return p.out;

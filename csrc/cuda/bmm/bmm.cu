@@ -7,6 +7,7 @@ namespace tiles::cuda {
 
 void bmm(const BmmProblem& p) {
   if (hopper::can_run(p)) return hopper::bmm(p);
+  if (hopper_tf32::can_run(p)) return hopper_tf32::bmm(p);
   if (mma::can_run(p)) return mma::bmm(p);
   general::bmm(p);
 }

@@ -2,6 +2,9 @@
 //
 //   hopper   TMA + wgmma tensor-core kernel: bf16 / fp16 on sm_90a, operands whose rows (or columns)
 //            are contiguous with 16-byte-aligned strides, either major order (bmm/hopper.cu)
+//   hopper_tf32  TMA + wgmma kernel for float32 on sm_90a: TF32, or 3xTF32 (float32-accurate) under the
+//            "highest" matmul precision; TMA-addressable operands of which at least one is K-major
+//            (bmm/hopper_tf32.cu)
 //   mma      mma.sync tensor-core kernel with a cp.async pipeline: every dtype (fp32 as TF32 or 3xTF32 by
 //            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
 //            matrix dim and 16-byte-aligned strides, either major order (bmm/mma.cu)
@@ -22,6 +25,11 @@ namespace hopper {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
 }  // namespace hopper
+
+namespace hopper_tf32 {
+bool can_run(const BmmProblem& p, const char** why = nullptr);
+void bmm(const BmmProblem& p);
+}  // namespace hopper_tf32
 
 namespace mma {
 bool can_run(const BmmProblem& p, const char** why = nullptr);

@@ -1,0 +1,89 @@
+// Host side of the Hopper float32 bmm (kernel: bmm/hopper_tf32_kernel.cuh): whether a problem can take
+// it, which operand plays the register role R and which the K-major shared-memory role Q, the TMA
+// maps (bmm/tma_maps.h), the tile width and the persistent grid.
+//   a K-major, b K-major (b = y.mT):   R = a, Q = b
+//   a M-major (a = x.mT), b K-major:   R = a, Q = b
+//   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
+//   a M-major, b N-major:              no K-major operand: not this path
+#include "cuda/bmm/hopper_tf32_kernel.cuh"
+#include "cuda/bmm/paths.h"
+#include "cuda/bmm/tma_maps.h"
+#include "cuda/launch.cuh"
+#include "tiles/format.h"
+
+namespace tiles::cuda::hopper {
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, float* c, const Tf32Shape& shape, int grid);
+}  // namespace tiles::cuda::hopper
+
+namespace tiles::cuda::hopper_tf32 {
+namespace {
+
+using hopper::OperandLayout;
+
+template <int kSplit, int BQ>
+void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, bool r_k_major, bool swap, float* c,
+                  const hopper::Tf32Shape& s, int grid) {
+  if (r_k_major) return hopper::launch_tf32<kSplit, BQ, true, false>(mr, mq, c, s, grid);
+  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true>(mr, mq, c, s, grid);
+  hopper::launch_tf32<kSplit, BQ, false, false>(mr, mq, c, s, grid);
+}
+
+}  // namespace
+
+bool can_run(const BmmProblem& p, const char** why) {
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+#if !defined(TILES_HAS_SM90A)
+  return no("built without sm_90a (TORCH_CUDA_ARCH_LIST lacks 9.0a)");
+#else
+  if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
+    return no("dtype is not float32");
+  if (p.k == 0) return no("K is 0");
+  if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
+      p.batch >= (int64_t(1) << 31))
+    return no("a size exceeds TMA's 32-bit coordinates");
+  if (compute_capability(p.out.get_device()) != 90) return no("the device is not sm_90");
+  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
+  if (!la.ok) return no("a's strides or alignment do not suit TMA");
+  if (!lb.ok) return no("b's strides or alignment do not suit TMA");
+  if (la.mn_major && lb.mn_major) return no("neither operand is K-major (TF32 wgmma needs one)");
+  return true;
+#endif
+}
+
+void bmm(const BmmProblem& p) {
+  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
+  const bool swap = !la.mn_major && lb.mn_major;  // only b^T can play R
+  const at::Tensor& r = swap ? p.b : p.a;
+  const at::Tensor& q = swap ? p.a : p.b;
+  const OperandLayout& lr = swap ? lb : la;
+  const OperandLayout& lq = swap ? la : lb;
+
+  hopper::Tf32Shape s;
+  s.batch = p.batch, s.k = p.k;
+  s.p = swap ? p.n : p.m, s.q = swap ? p.m : p.n;
+  s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
+  s.tiles_p = int((s.p + 127) / 128);
+  const bool split = std::string_view(mma::kind(p)) == "3xtf32";
+  // TF32 takes 256-wide Q tiles (more products per byte loaded) unless they would leave
+  // multiprocessors idle; 3xTF32 needs its second set of accumulators, so 128.
+  const int sms = sm_count();
+  const int64_t wide_tiles = p.batch * s.tiles_p * ((s.q + 255) / 256);
+  const int bq = !split && s.q > 128 && wide_tiles >= sms ? 256 : 128;
+  s.tiles_q = int((s.q + bq - 1) / bq);
+  const int grid = int(std::min<int64_t>(p.batch * s.tiles_p * s.tiles_q, sms));
+
+  // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k].
+  const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
+  const CUtensorMap mq = hopper::tensor_map(q, lq, bq);
+  float* c = p.out.data_ptr<float>();
+  const bool r_k_major = !lr.mn_major;
+  if (split) return launch_roles<3, 128>(mr, mq, r_k_major, swap, c, s, grid);
+  bq == 256 ? launch_roles<1, 256>(mr, mq, r_k_major, swap, c, s, grid)
+            : launch_roles<1, 128>(mr, mq, r_k_major, swap, c, s, grid);
+}
+
+}  // namespace tiles::cuda::hopper_tf32

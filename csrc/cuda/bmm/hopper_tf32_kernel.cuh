@@ -1,0 +1,297 @@
+// The Hopper (sm_90a) tensor-core bmm for float32: TF32 wgmma, either plain (precision "high" /
+// "medium") or as 3xTF32 split arithmetic (precision "highest": float32 accuracy).
+//
+// TF32 wgmma reads a shared-memory operand only in K-major order, so the kernel multiplies two roles
+// rather than a and b:
+//   R, the register operand: a tile of BP = 128 rows x BK = 32 k, any major order, loaded by TMA and
+//      read into wgmma's A fragments with ordinary shared-memory loads (which also round to TF32);
+//   Q, the shared-memory operand: BQ rows x 32 k, K-major, read by wgmma through a descriptor.
+// D = R * Q^T is a BP x BQ tile. With a row-major a and b (b N-major) the roles swap: R = b^T,
+// Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu);
+// an M-major a with an N-major b has no K-major operand and takes another path.
+//
+// Block: 3 warpgroups, as in bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA
+// copies; for 3xTF32 its warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third
+// buffer, since wgmma can only read Q's big part (it ignores a float's low 13 bits) from shared memory.
+// Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
+//
+// 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
+// rounding toward zero, so each k-block sums its 12 products in fresh registers, folded into the
+// running sum with a float32 add (see bmm/mma_atoms.cuh, Tf32x3): error at cuBLAS SGEMM's level.
+#pragma once
+
+#include <type_traits>
+
+#include "cuda/bmm/hopper_kernel.cuh"  // TileCoord, tile_coord
+#include "cuda/bmm/mma_atoms.cuh"      // to_tf32
+#include "cuda/bmm/sm90_ptx.cuh"
+#include "cuda/bmm/wgmma_ops.cuh"
+
+namespace tiles::cuda::hopper {
+
+// The problem in roles: D[batch][p][q] = sum_k R[p][k] Q[q][k]; the output is D (or D^T if kSwap)
+// stored as a contiguous [batch][out rows][out_cols] float tensor.
+struct Tf32Shape {
+  int64_t batch, p, q, k;
+  int tiles_p, tiles_q;
+  bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
+};
+
+template <int kSplit, int BQ>
+struct Tf32Config {
+  static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
+  static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
+  static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
+  static constexpr int kQBytes = BQ * BK * 4;            // 16 or 32 KiB
+  static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
+  static constexpr int kStages = 4;                      // 192 KiB of stages
+  static constexpr int kGroupM = 8;                       // tile rows walked together (L2 reuse)
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 3 * kStages * sizeof(uint64_t) + 1024;
+};
+
+template <int BQ>
+__device__ __forceinline__ void wgmma_tf32(float* acc, const uint32_t* a, uint64_t desc_q, int scale_d) {
+  if constexpr (BQ == 256) wgmma_m64n256k8_tf32_rs(acc, a, desc_q, scale_d);
+  else wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
+}
+
+// Where a consumer thread's fragment row `h` (0: row g, 1: row g + 8 of its warp's 16) sits in the
+// warpgroup's 64 R rows. wgmma does not care which R row a fragment row holds, as long as the epilogue
+// agrees, so each layout picks rows that make the fragment loads free of bank conflicts:
+//   K-major R ([p][32 k] rows of 128 bytes): rows in order, 16 * warp + g + 8 h.
+//   MN-major R ([k][32 p] boxes): a load of k = t (+4) by the warp touches 4 swizzled rows; the 8 g
+//   take 16-byte chunks c and c + 4 of the box, whose XOR with k % 8 (< 4 apart) never collide.
+template <bool kRKMajor>
+__device__ __forceinline__ int fragment_row(int warp, int lane, int h) {
+  const int g = lane / 4;
+  if constexpr (kRKMajor) return 16 * warp + g + 8 * h;
+  const int chunk = 2 * (warp % 2) + h + 4 * (g / 4);  // 4-float chunk within the 32-wide box
+  return 32 * (warp / 2) + 4 * chunk + g % 4;
+}
+
+// Byte offset of R element (row p of the 128-row tile, k < 32) in a stage.
+template <bool kRKMajor>
+__device__ __forceinline__ int r_offset(int p, int k) {
+  if constexpr (kRKMajor) return p * 128 + (((k / 4) ^ (p % 8)) * 16) + (k % 4) * 4;
+  return (p / 32) * (32 * 128) + k * 128 + ((((p % 32) / 4) ^ (k % 8)) * 16) + (p % 4) * 4;
+}
+
+// The thread's A fragments for the 4 k-steps of a k-block: element j of step kk holds R at fragment
+// row (j % 2 ? g + 8 : g) and k = 8 kk + t + (j / 2 ? 4 : 0), as in mma.m16n8k8's TF32 A fragment.
+template <int kSplit, bool kRKMajor>
+__device__ __forceinline__ void load_fragments(const uint8_t* r, int row0, int row1, int t,
+                                               uint32_t (&big)[4][4], uint32_t (&small)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int k = 8 * kk + t + 4 * (j / 2);
+      const float x = *reinterpret_cast<const float*>(r + r_offset<kRKMajor>(j % 2 ? row1 : row0, k));
+      big[kk][j] = mma::to_tf32(x);
+      if constexpr (kSplit == 3) small[kk][j] = mma::to_tf32(x - __uint_as_float(big[kk][j]));
+    }
+  }
+}
+
+// Q's small part for one stage: small = q - (q with its low 13 bits cleared, what wgmma reads), itself
+// rounded to TF32. Run by the splitter threads (producer warps 1-3); `index` counts from 0 among them.
+template <int kBytes, int kThreads>
+__device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* small, int index) {
+  for (int i = index; i < kBytes / 16; i += kThreads) {
+    const float4 v = reinterpret_cast<const float4*>(q)[i];
+    auto part = [](float x) { return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u))); };
+    reinterpret_cast<float4*>(small)[i] = make_float4(part(v.x), part(v.y), part(v.z), part(v.w));
+  }
+}
+
+// Bounds-checked stores of a consumer's 64 x BQ block. Thread (warp, lane) holds D at fragment rows
+// g (+8) and columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
+template <int BQ, bool kRKMajor, bool kSwap>
+__device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, const Tf32Shape& shape,
+                                                const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int64_t ld = kSwap ? shape.p : shape.q;  // the output's row stride (its N)
+  float* c_batch = c + tc.batch * shape.p * shape.q;
+  const int64_t q0 = int64_t(tc.tn) * BQ + 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t p = int64_t(tc.tm) * 128 + 64 * w + fragment_row<kRKMajor>(warp, lane, h);
+    if (p >= shape.p) continue;
+#pragma unroll
+    for (int i = 0; i < BQ / 8; ++i) {
+      const int64_t q = q0 + 8 * i;
+      const float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
+      if constexpr (kSwap) {
+        if (q < shape.q) c_batch[q * ld + p] = v0;
+        if (q + 1 < shape.q) c_batch[(q + 1) * ld + p] = v1;
+      } else {
+        float* dst = c_batch + p * ld + q;
+        if (q + 1 < shape.q && ld % 2 == 0) {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        } else {
+          if (q < shape.q) dst[0] = v0;
+          if (q + 1 < shape.q) dst[1] = v1;
+        }
+      }
+    }
+  }
+}
+
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+__global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
+hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
+                   float* __restrict__ c, const Tf32Shape shape) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Cfg = Tf32Config<kSplit, BQ>;
+  constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * Cfg::kStageBytes);  // TMA landed
+  uint64_t* ready = full + kStages;                                                // small part written
+  uint64_t* empty = ready + kStages;                                               // stage consumed
+  auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
+  auto stage_q = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes; };
+  auto stage_small = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes + Cfg::kQBytes; };
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&ready[s], kSplit == 3 ? Cfg::kSplitters / 32 : 1);  // unused by TF32
+      mbarrier_init(&empty[s], Cfg::kConsumers);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int64_t k_blocks = (shape.k + BK - 1) / BK;
+  const int64_t total_tiles = shape.batch * shape.tiles_p * shape.tiles_q;
+
+  if (warpgroup == 0) {  // ------------------------------------------------------------- producer
+    registers_decrease<40>();
+    if (threadIdx.x >= 32) {  // splitters (3xTF32 only): one arrival per warp and stage
+      if constexpr (kSplit == 3) {
+        int s = 0;
+        uint32_t phase = 0;
+        for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+          for (int64_t kb = 0; kb < k_blocks; ++kb) {
+            mbarrier_wait(&full[s], phase);
+            write_small_part<Cfg::kQBytes, Cfg::kSplitters>(stage_q(s), stage_small(s), threadIdx.x - 32);
+            fence_async_shared();
+            __syncwarp();
+            if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
+            if (++s == kStages) s = 0, phase ^= 1;
+          }
+        }
+      }
+      return;
+    }
+    if (threadIdx.x != 0) return;
+    tma_prefetch_descriptor(&map_r);
+    tma_prefetch_descriptor(&map_q);
+    int s = 0;
+    uint32_t phase = 0;
+    for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+      const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_p, shape.tiles_q);
+      const int br = shape.r_broadcast ? 0 : int(tc.batch), bq = shape.q_broadcast ? 0 : int(tc.batch);
+      const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        const int k0 = int(kb * BK);
+        mbarrier_wait(&empty[s], phase ^ 1);
+        mbarrier_arrive_expect_tx(&full[s], Cfg::kRBytes + Cfg::kQBytes);
+        if constexpr (kRKMajor) {
+          tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
+        } else {  // boxes of [32 k][32 p]
+          for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
+        }
+        tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+        if (++s == kStages) s = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---------------------------------------------------------------------------------- consumers
+  registers_increase<232>();
+  const int w = warpgroup - 1;  // which 64-row half of the R tile
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int row0 = 64 * w + fragment_row<kRKMajor>(warp, lane, 0);
+  const int row1 = 64 * w + fragment_row<kRKMajor>(warp, lane, 1);
+  constexpr uint32_t kGroup = 1024;  // bytes between 8-row groups of the K-major Q tile
+  int s = 0;
+  uint32_t phase = 0;
+  float acc[BQ / 2];
+  float part[kSplit == 3 ? BQ / 2 : 1];
+  uint32_t big[2][4][4], small[4][4];  // small: 3xTF32 only
+
+  // One k-block: wait for its stage, read the R fragments, issue its wgmmas. TF32 leaves them in
+  // flight (fragment set `f` stays untouched until the next block's wait); 3xTF32 waits for them
+  // and folds the block's sum into `acc`. Returns the stage to free once its products are done.
+  auto k_block = [&](auto f_index) {
+    constexpr int f = decltype(f_index)::value;
+    mbarrier_wait(&full[s], phase);
+    if constexpr (kSplit == 3) mbarrier_wait(&ready[s], phase);
+    load_fragments<kSplit, kRKMajor>(stage_r(s), row0, row1, lane % 4, big[f], small);
+    const uint8_t* q = stage_q(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 8; ++kk) {
+      const uint64_t dq = smem_descriptor(q + kk * 32, 0, kGroup);  // 8 k = 32 bytes along the row
+      if constexpr (kSplit == 1) {
+        wgmma_tf32<BQ>(acc, big[f][kk], dq, 1);
+      } else {
+        const uint64_t dq_small = smem_descriptor(stage_small(s) + kk * 32, 0, kGroup);
+        wgmma_tf32<BQ>(part, big[f][kk], dq, kk == 0 ? 0 : 1);
+        wgmma_tf32<BQ>(part, small[kk], dq, 1);
+        wgmma_tf32<BQ>(part, big[f][kk], dq_small, 1);
+      }
+    }
+    wgmma_commit();
+    const int done = s;
+    if (++s == kStages) s = 0, phase ^= 1;
+    return done;
+  };
+
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_p, shape.tiles_q);
+#pragma unroll
+    for (int i = 0; i < BQ / 2; ++i) acc[i] = 0.f;
+    fence_registers(acc, BQ / 2);
+
+    if constexpr (kSplit == 1) {
+      // Two fragment sets alternate, so block kb + 1's loads need not wait for block kb's products.
+      int previous = -1;
+      auto retire = [&](int done) {
+        wgmma_wait<1>();
+        fence_registers(acc, BQ / 2);
+        if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+        previous = done;
+      };
+      int64_t kb = 0;
+      for (; kb + 1 < k_blocks; kb += 2) {
+        retire(k_block(std::integral_constant<int, 0>{}));
+        retire(k_block(std::integral_constant<int, 1>{}));
+      }
+      if (kb < k_blocks) retire(k_block(std::integral_constant<int, 0>{}));
+      wgmma_wait<0>();
+      fence_registers(acc, BQ / 2);
+      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+    } else {
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        const int done = k_block(std::integral_constant<int, 0>{});
+        wgmma_wait<0>();
+        fence_registers(part, BQ / 2);
+        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[done]);
+#pragma unroll
+        for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
+      }
+    }
+    store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
+  }
+#endif
+}
+
+}  // namespace tiles::cuda::hopper

@@ -1,0 +1,37 @@
+// Launches one instantiation of the Hopper float32 bmm kernel (bmm/hopper_tf32_kernel.cuh). Included
+// by the per-variant .cu files, which instantiate every operand role layout so the kernels compile in
+// parallel.
+#pragma once
+
+#include <atomic>
+
+#include "cuda/bmm/hopper_tf32_kernel.cuh"
+#include "cuda/launch.cuh"
+
+namespace tiles::cuda::hopper {
+
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, float* c, const Tf32Shape& shape, int grid) {
+  using Cfg = Tf32Config<kSplit, BQ>;
+  auto* kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap>;
+  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
+  static std::atomic<uint64_t> raised{0};  // bit d: done on device d
+  const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
+  if (!(raised.load(std::memory_order_relaxed) & bit)) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
+    raised.fetch_or(bit);
+  }
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, c, shape);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The three role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with
+// the roles swapped.
+#define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP) \
+  template void launch_tf32<SPLIT, BQ, RK, SWAP>(const CUtensorMap&, const CUtensorMap&, float*, const Tf32Shape&, int);
+#define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)    \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false)  \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false) \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true)
+
+}  // namespace tiles::cuda::hopper
