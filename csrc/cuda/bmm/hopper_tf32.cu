@@ -13,7 +13,8 @@
 
 namespace tiles::cuda::hopper {
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
-void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, float* c, const Tf32Shape& shape, int grid);
+void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
+                 const Tf32Shape& shape, int grid);
 }  // namespace tiles::cuda::hopper
 
 namespace tiles::cuda::hopper_tf32 {
@@ -22,11 +23,11 @@ namespace {
 using hopper::OperandLayout;
 
 template <int kSplit, int BQ>
-void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, bool r_k_major, bool swap, float* c,
-                  const hopper::Tf32Shape& s, int grid) {
-  if (r_k_major) return hopper::launch_tf32<kSplit, BQ, true, false>(mr, mq, c, s, grid);
-  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true>(mr, mq, c, s, grid);
-  hopper::launch_tf32<kSplit, BQ, false, false>(mr, mq, c, s, grid);
+void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, bool r_k_major, bool swap,
+                  float* c, const hopper::Tf32Shape& s, int grid) {
+  if (r_k_major) return hopper::launch_tf32<kSplit, BQ, true, false>(mr, mq, mc, c, s, grid);
+  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true>(mr, mq, mc, c, s, grid);
+  hopper::launch_tf32<kSplit, BQ, false, false>(mr, mq, mc, c, s, grid);
 }
 
 }  // namespace
@@ -79,11 +80,16 @@ void bmm(const BmmProblem& p) {
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k].
   const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
   const CUtensorMap mq = hopper::tensor_map(q, lq, bq);
+  // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p].
+  const OperandLayout lc = hopper::output_layout(p);
+  s.tma_store = lc.ok;
+  CUtensorMap mc{};  // unused (zeros) when the consumers store directly
+  if (lc.ok) mc = hopper::tensor_map(p.out, lc, swap ? 32 : 64);
   float* c = p.out.data_ptr<float>();
   const bool r_k_major = !lr.mn_major;
-  if (split) return launch_roles<3, 128>(mr, mq, r_k_major, swap, c, s, grid);
-  bq == 256 ? launch_roles<1, 256>(mr, mq, r_k_major, swap, c, s, grid)
-            : launch_roles<1, 128>(mr, mq, r_k_major, swap, c, s, grid);
+  if (split) return launch_roles<3, 128>(mr, mq, mc, r_k_major, swap, c, s, grid);
+  bq == 256 ? launch_roles<1, 256>(mr, mq, mc, r_k_major, swap, c, s, grid)
+            : launch_roles<1, 128>(mr, mq, mc, r_k_major, swap, c, s, grid);
 }
 
 }  // namespace tiles::cuda::hopper_tf32

@@ -35,6 +35,7 @@ struct Tf32Shape {
   int64_t batch, p, q, k;
   int tiles_p, tiles_q;
   bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
+  bool tma_store;                 // the output is described by map_c
 };
 
 template <int kSplit, int BQ>
@@ -46,9 +47,12 @@ struct Tf32Config {
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
   static constexpr int kQBytes = BQ * BK * 4;            // 16 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
-  static constexpr int kStages = 4;                      // 192 KiB of stages
+  static constexpr int kStages = 4;                      // up to 192 KiB of stages
+  static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
+  static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
   static constexpr int kGroupM = 8;                       // tile rows walked together (L2 reuse)
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 3 * kStages * sizeof(uint64_t) + 1024;
+  static constexpr size_t kSmemBytes =
+      size_t(kStages) * kStageBytes + kCBytes + 3 * kStages * sizeof(uint64_t) + 1024;
 };
 
 template <int BQ>
@@ -106,8 +110,57 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
   }
 }
 
-// Bounds-checked stores of a consumer's 64 x BQ block. Thread (warp, lane) holds D at fragment rows
-// g (+8) and columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
+// Epilogues. Thread (warp, lane) of a consumer holds D at fragment rows g (+8) (R rows by
+// fragment_row) and q columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
+
+// A consumer's 64 x BQ block through shared memory and TMA stores, 32 q at a time in two alternating
+// 8 KiB buffers (one store group in flight while the next chunk is written). Each chunk is staged
+// with the 128-byte swizzle as the output's boxes: [64 p rows][32 q] (kSwap: two [32 q rows][32 p]).
+template <int BQ, bool kRKMajor, bool kSwap>
+__device__ __forceinline__ void store_tf32_tile_tma(const float* acc, uint8_t* buffers, const CUtensorMap* map_c,
+                                                    const Tf32Shape& shape, const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, t = lane % 4;
+  const bool leader = threadIdx.x % 128 == 0;
+  const int p_first = tc.tm * 128 + 64 * w;
+  constexpr int kChunk = 64 * 32 * 4;
+  auto swizzled = [](int row, int col) { return row * 128 + (((col / 4) ^ (row % 8)) * 16) + (col % 4) * 4; };
+#pragma unroll
+  for (int j = 0; j < BQ / 32; ++j) {
+    uint8_t* buffer = buffers + (j % 2) * kChunk;
+    if (leader) bulk_wait_read<1>();  // the store that last read this buffer is done with it
+    named_barrier(1 + w, 128);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = fragment_row<kRKMajor>(warp, lane, h);
+#pragma unroll
+      for (int ii = 0; ii < 4; ++ii) {
+        const int i = 4 * j + ii, q = 8 * ii + 2 * t;  // q within the chunk
+        const float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
+        if constexpr (kSwap) {
+          uint8_t* box = buffer + (p / 32) * (kChunk / 2);
+          *reinterpret_cast<float*>(box + swizzled(q, p % 32)) = v0;
+          *reinterpret_cast<float*>(box + swizzled(q + 1, p % 32)) = v1;
+        } else {
+          *reinterpret_cast<float2*>(buffer + swizzled(p, q)) = make_float2(v0, v1);
+        }
+      }
+    }
+    fence_async_shared();
+    named_barrier(1 + w, 128);
+    const int q_first = tc.tn * BQ + 32 * j;
+    if (leader && p_first < shape.p && q_first < shape.q) {
+      if constexpr (kSwap) {
+        tma_store_3d(map_c, buffer, p_first, q_first, int(tc.batch));
+        if (p_first + 32 < shape.p) tma_store_3d(map_c, buffer + kChunk / 2, p_first + 32, q_first, int(tc.batch));
+      } else {
+        tma_store_3d(map_c, buffer, q_first, p_first, int(tc.batch));
+      }
+    }
+    if (leader) bulk_commit();
+  }
+}
+
+// Bounds-checked stores of a consumer's 64 x BQ block, for outputs TMA cannot describe.
 template <int BQ, bool kRKMajor, bool kSwap>
 __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, const Tf32Shape& shape,
                                                 const TileCoord& tc, int w) {
@@ -142,14 +195,15 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
-                   float* __restrict__ c, const Tf32Shape shape) {
+                   const __grid_constant__ CUtensorMap map_c, float* __restrict__ c, const Tf32Shape shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * Cfg::kStageBytes);  // TMA landed
+  uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                               // output chunks
+  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);               // TMA landed
   uint64_t* ready = full + kStages;                                                // small part written
   uint64_t* empty = ready + kStages;                                               // stage consumed
   auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
@@ -289,8 +343,13 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
         for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
       }
     }
-    store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
+    if (shape.tma_store) {
+      store_tf32_tile_tma<BQ, kRKMajor, kSwap>(acc, c_stage + w * 2 * Cfg::kChunkBytes, &map_c, shape, tc, w);
+    } else {
+      store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
+    }
   }
+  if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }
 

@@ -11,7 +11,8 @@
 namespace tiles::cuda::hopper {
 
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
-void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, float* c, const Tf32Shape& shape, int grid) {
+void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
+                 const Tf32Shape& shape, int grid) {
   using Cfg = Tf32Config<kSplit, BQ>;
   auto* kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap>;
   // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
@@ -21,14 +22,15 @@ void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, float* c, c
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
     raised.fetch_or(bit);
   }
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, c, shape);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // The three role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with
 // the roles swapped.
 #define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP) \
-  template void launch_tf32<SPLIT, BQ, RK, SWAP>(const CUtensorMap&, const CUtensorMap&, float*, const Tf32Shape&, int);
+  template void launch_tf32<SPLIT, BQ, RK, SWAP>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, float*, \
+                                                const Tf32Shape&, int);
 #define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)    \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false)  \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false) \

@@ -72,9 +72,11 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void*
 __device__ __forceinline__ void bulk_commit() {
   TILES_SM90A_BODY(asm volatile("cp.async.bulk.commit_group;" ::: "memory");)
 }
-// Until this thread's stores have finished reading shared memory (the source may be rewritten).
+// Until all but this thread's `kPending` most recent store groups have finished reading shared
+// memory (their sources may be rewritten).
+template <int kPending = 0>
 __device__ __forceinline__ void bulk_wait_read() {
-  TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");)
+  TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");)
 }
 // Until this thread's stores are complete.
 __device__ __forceinline__ void bulk_wait() {
