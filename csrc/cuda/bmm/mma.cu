@@ -3,7 +3,7 @@
 //   bfloat16 / float16  m16n8k16, float32 accumulation
 //   float32             TF32 (m16n8k8) when the float32 matmul precision allows it ("high" / "medium",
 //                       i.e. torch.backends.cuda.matmul.allow_tf32), else 3xTF32 (float32 accuracy)
-//   float64             DMMA (m8n8k4)
+//   float64             DMMA (m16n8k8 on sm_90, four m8n8k4 on sm_80)
 #include <ATen/Context.h>
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu

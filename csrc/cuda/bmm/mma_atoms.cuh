@@ -31,14 +31,14 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 
 // Lane's elements of an m16n8k8 multiply's A (16 x 8) and B (8 x 8) tiles: a[i] at row g + 8 (i % 2),
 // column t + 4 (i / 2); b[i] at k = t + 4 i, column g.
-template <class Get>
-__device__ __forceinline__ void gather_a_m16n8k8(Get get, int lane, float (&a)[4]) {
+template <class Get, class T>
+__device__ __forceinline__ void gather_a_m16n8k8(Get get, int lane, T (&a)[4]) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int i = 0; i < 4; ++i) a[i] = get(g + 8 * (i % 2), t + 4 * (i / 2));
 }
-template <class Get>
-__device__ __forceinline__ void gather_b_m16n8k8(Get get, int lane, float (&b)[2]) {
+template <class Get, class T>
+__device__ __forceinline__ void gather_b_m16n8k8(Get get, int lane, T (&b)[2]) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) b[i] = get(g, t + 4 * i);
@@ -51,29 +51,53 @@ struct M16N8Accumulator {
   __device__ static int c_col(int lane, int e) { return 2 * (lane % 4) + e % 2; }
 };
 
-// fp64 on the FP64 tensor cores (DMMA): m8n8k4, one element of A and of B per lane.
-struct F64 {
+// fp64 on the FP64 tensor cores (DMMA): m16n8k8, with the m16n8k8 fragment layouts above. sm_90 has
+// the instruction; the A100's only DMMA shape, m8n8k4, reaches half the H100's FP64 tensor peak (the
+// DP tensor pipe was 68% busy at 22 TFLOP/s), so older GPUs run an m16n8k8 as four m8n8k4, whose A,
+// B and C fragments are the m16n8k8 ones split into row and k halves.
+struct F64 : M16N8Accumulator {
   static constexpr bool kFreshPerTile = false;
   using Elem = double;
   using Acc = double;
-  static constexpr int M = 8, N = 8, K = 4, kAcc = 2;
+  static constexpr int M = 16, N = 8, K = 8;
   // Shared-memory row padding (elements) for K-contiguous and M/N-contiguous tiles: with it the
   // fragment loads of a half warp (16 lanes x 8 bytes) hit 16 distinct bank pairs.
   static constexpr int kPadK = 4, kPadMN = 4;
-  struct FragA { double v; };
-  struct FragB { double v; };
+  struct FragA { double v[4]; };
+  struct FragB { double v[2]; };
   template <class Get>
-  __device__ static FragA load_a(Get get, int lane) { return {get(lane / 4, lane % 4)}; }
+  __device__ static FragA load_a(Get get, int lane) {
+    FragA f;
+    gather_a_m16n8k8(get, lane, f.v);
+    return f;
+  }
   template <class Get>
-  __device__ static FragB load_b(Get get, int lane) { return {get(lane / 4, lane % 4)}; }
-  __device__ static int c_row(int lane, int) { return lane / 4; }
-  __device__ static int c_col(int lane, int e) { return 2 * (lane % 4) + e; }
-  __device__ static void mma(double (&c)[2], const FragA& a, const FragB& b) {
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
-                 : "+d"(c[0]), "+d"(c[1])
-                 : "d"(a.v), "d"(b.v));
+  __device__ static FragB load_b(Get get, int lane) {
+    FragB f;
+    gather_b_m16n8k8(get, lane, f.v);
+    return f;
+  }
+  __device__ static void mma(double (&c)[4], const FragA& a, const FragB& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                 : "d"(a.v[0]), "d"(a.v[1]), "d"(a.v[2]), "d"(a.v[3]), "d"(b.v[0]), "d"(b.v[1]));
+#else
+    // rows 0-7 take c[0..1], rows 8-15 c[2..3]; k 0-3 take a[0..1] and b[0], k 4-7 a[2..3] and b[1]
+    m8n8k4(c[0], c[1], a.v[0], b.v[0]);
+    m8n8k4(c[0], c[1], a.v[2], b.v[1]);
+    m8n8k4(c[2], c[3], a.v[1], b.v[0]);
+    m8n8k4(c[2], c[3], a.v[3], b.v[1]);
+#endif
   }
   __device__ static double out(double x) { return x; }
+
+ private:
+  __device__ static void m8n8k4(double& c0, double& c1, double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+                 : "+d"(c0), "+d"(c1)
+                 : "d"(a), "d"(b));
+  }
 };
 
 // float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does

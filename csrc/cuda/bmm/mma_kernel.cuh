@@ -28,9 +28,11 @@ struct Params {
   int tiles_m, tiles_n;
 };
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_>
+// kMinBlocks: blocks per multiprocessor the register allocation must allow (__launch_bounds__).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_, int kMinBlocks_ = 1>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, kStages = kStages_;
+  static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr int kWarpsN = BN / WN;
   static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
 };
@@ -78,7 +80,7 @@ __device__ __forceinline__ void load_tile(typename TileT::Elem* s, const typenam
 }
 
 template <class Atom, class Cfg, bool kMnA, bool kMnB>
-__global__ void __launch_bounds__(Cfg::kThreads) bmm_kernel(Params<typename Atom::Elem> p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Params<typename Atom::Elem> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
 #else
