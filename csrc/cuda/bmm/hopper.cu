@@ -37,13 +37,7 @@ bool can_run(const BmmProblem& p, const char** why) {
 #else
   const auto dtype = p.out.scalar_type();
   if (dtype != at::kBFloat16 && dtype != at::kHalf) return no("dtype is not bfloat16 or float16");
-  if (p.k == 0) return no("K is 0");
-  if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
-      p.batch >= (int64_t(1) << 31))
-    return no("a size exceeds TMA's 32-bit coordinates");
-  if (compute_capability(p.out.get_device()) != 90) return no("the device is not sm_90");
-  if (!layout_a(p).ok) return no("a's strides or alignment do not suit TMA");
-  if (!layout_b(p).ok) return no("b's strides or alignment do not suit TMA");
+  if (const char* reason = tma_unsuitable(p)) return no(reason);
   return true;
 #endif
 }

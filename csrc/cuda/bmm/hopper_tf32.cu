@@ -42,14 +42,8 @@ bool can_run(const BmmProblem& p, const char** why) {
 #else
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
     return no("dtype is not float32");
-  if (p.k == 0) return no("K is 0");
-  if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
-      p.batch >= (int64_t(1) << 31))
-    return no("a size exceeds TMA's 32-bit coordinates");
-  if (compute_capability(p.out.get_device()) != 90) return no("the device is not sm_90");
+  if (const char* reason = hopper::tma_unsuitable(p)) return no(reason);
   const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  if (!la.ok) return no("a's strides or alignment do not suit TMA");
-  if (!lb.ok) return no("b's strides or alignment do not suit TMA");
   if (la.mn_major && lb.mn_major) return no("neither operand is K-major (TF32 wgmma needs one)");
   return true;
 #endif

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "cuda/bmm/tma_maps.h"
+#include "cuda/launch.cuh"  // compute_capability
 #include "tiles/format.h"
 
 namespace tiles::cuda::hopper {
@@ -66,6 +67,17 @@ OperandLayout layout_a(const BmmProblem& p) {
 }
 OperandLayout layout_b(const BmmProblem& p) {
   return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0], p.batch);
+}
+
+const char* tma_unsuitable(const BmmProblem& p) {
+  if (p.k == 0) return "K is 0";
+  if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
+      p.batch >= (int64_t(1) << 31))
+    return "a size exceeds TMA's 32-bit coordinates";
+  if (compute_capability(p.out.get_device()) != 90) return "the device is not sm_90";
+  if (!layout_a(p).ok) return "a's strides or alignment do not suit TMA";
+  if (!layout_b(p).ok) return "b's strides or alignment do not suit TMA";
+  return nullptr;
 }
 
 OperandLayout output_layout(const BmmProblem& p) {
