@@ -32,6 +32,17 @@ inline int compute_capability(int device) {
   return major * 10 + minor;
 }
 
+// Lets kKernel use `bytes` of dynamic shared memory (above 48 KiB it must be asked for), once per
+// kernel and device. The kernel's address is the template argument, so each kernel keeps its own flags.
+template <auto kKernel>
+void allow_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> raised{0};  // bit d: done on device d
+  const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
+  if (raised.load(std::memory_order_relaxed) & bit) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  raised.fetch_or(bit);
+}
+
 // The current stream of the current device: every kernel launches here.
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
 

@@ -62,7 +62,7 @@ void bmm(const BmmProblem& p) {
   s.p = swap ? p.n : p.m, s.q = swap ? p.m : p.n;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
   s.tiles_p = int((s.p + 127) / 128);
-  const bool split = std::string_view(mma::kind(p)) == "3xtf32";
+  const bool split = !float32_as_tf32();
   // TF32 takes 256-wide Q tiles (more products per byte loaded) unless they would leave
   // multiprocessors idle; 3xTF32 needs its second set of accumulators, so 128.
   const int sms = sm_count();

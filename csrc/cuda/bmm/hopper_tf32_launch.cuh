@@ -3,8 +3,6 @@
 // parallel.
 #pragma once
 
-#include <atomic>
-
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/launch.cuh"
 
@@ -14,14 +12,8 @@ template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
                  const Tf32Shape& shape, int grid) {
   using Cfg = Tf32Config<kSplit, BQ>;
-  auto* kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap>;
-  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
-  static std::atomic<uint64_t> raised{0};  // bit d: done on device d
-  const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
-  if (!(raised.load(std::memory_order_relaxed) & bit)) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
-    raised.fetch_or(bit);
-  }
+  constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap>;
+  allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -70,7 +70,7 @@ void run(const BmmProblem& p) {
 const char* kind(const BmmProblem& p) {
   switch (p.out.scalar_type()) {
     case at::kDouble: return "f64";
-    case at::kFloat: return at::globalContext().allowTF32CuBLAS() ? "tf32" : "3xtf32";
+    case at::kFloat: return float32_as_tf32() ? "tf32" : "3xtf32";
     case at::kBFloat16: return "bf16";
     default: return "fp16";
   }
@@ -99,7 +99,7 @@ bool can_run(const BmmProblem& p, const char** why) {
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {
     case at::kDouble: return run<F64>(p);
-    case at::kFloat: return at::globalContext().allowTF32CuBLAS() ? run<Tf32>(p) : run<Tf32x3>(p);
+    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p) : run<Tf32x3>(p);
     case at::kBFloat16: return run<Half16<true>>(p);
     case at::kHalf: return run<Half16<false>>(p);
     default: TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for dtype ", p.out.scalar_type());
@@ -107,3 +107,7 @@ void bmm(const BmmProblem& p) {
 }
 
 }  // namespace tiles::cuda::mma
+
+namespace tiles::cuda {
+bool float32_as_tf32() { return at::globalContext().allowTF32CuBLAS(); }
+}  // namespace tiles::cuda

@@ -3,8 +3,6 @@
 // kernels compile in parallel.
 #pragma once
 
-#include <atomic>
-
 #include "cuda/bmm/mma_kernel.cuh"
 #include "cuda/launch.cuh"
 
@@ -29,14 +27,8 @@ template <class Atom, bool kMnA, bool kMnB>
 void launch(const Params<typename Atom::Elem>& p) {
   using Cfg = typename ConfigFor<Atom>::type;
   constexpr int kBytes = kSmemBytes<Atom, Cfg, kMnA, kMnB>;
-  auto* kernel = &bmm_kernel<Atom, Cfg, kMnA, kMnB>;
-  // More than 48 KiB of dynamic shared memory must be asked for, once per kernel and device.
-  static std::atomic<uint64_t> raised{0};  // bit d: done on device d
-  const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
-  if (!(raised.load(std::memory_order_relaxed) & bit)) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    raised.fetch_or(bit);
-  }
+  constexpr auto kernel = &bmm_kernel<Atom, Cfg, kMnA, kMnB>;
+  allow_dynamic_smem<kernel>(kBytes);
   Params<typename Atom::Elem> q = p;
   q.tiles_m = int((p.m + Cfg::BM - 1) / Cfg::BM);
   q.tiles_n = int((p.n + Cfg::BN - 1) / Cfg::BN);

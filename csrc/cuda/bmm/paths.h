@@ -15,6 +15,10 @@
 
 namespace tiles::cuda {
 
+// Whether float32 products may run in TF32: torch's float32 matmul precision is "high" or "medium"
+// (torch.backends.cuda.matmul.allow_tf32), as for cuBLAS. Otherwise float32 runs as 3xTF32.
+bool float32_as_tf32();
+
 namespace general {
 void bmm(const BmmProblem& p);
 }
