@@ -129,6 +129,12 @@ def all_cases():
         _bmm_case("bmm fp32 b^T B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float32, b_t=True, quick=False),
         _bmm_case("bmm fp32-tf32 B=8 2048x2048x2048", 8, 2048, 2048, 2048, torch.float32, precision="high",
                   quick=False),
+        # fp64: each operand order of the DMMA kernel, and a large square
+        _bmm_case("bmm fp64 a^T B=32 512x512x512", 32, 512, 512, 512, torch.float64, a_t=True, quick=False),
+        _bmm_case("bmm fp64 b^T B=32 512x512x512", 32, 512, 512, 512, torch.float64, b_t=True, quick=False),
+        _bmm_case("bmm fp64 a^T b^T B=32 512x512x512", 32, 512, 512, 512, torch.float64, a_t=True, b_t=True,
+                  quick=False),
+        _bmm_case("bmm fp64 B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float64, quick=False),
     ]
 
 

@@ -3,7 +3,8 @@
     ncu --clock-control none -k regex:hopper_tf32 -c 1 --section SpeedOfLight \\
         python benchmarks/profile_case.py "bmm fp32-tf32 B=1 4096x4096x4096"
 
-The case runs under its own float32 matmul precision, as in benchmarks/run.py.
+The case runs under its own float32 matmul precision, as in benchmarks/run.py. `--torch` runs the
+PyTorch op of the case instead (to see which cuBLAS kernel it launches, and what that kernel does).
 """
 import argparse
 import os
@@ -20,6 +21,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", help="the case's exact name (benchmarks/cases.py)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--torch", action="store_true", help="run the PyTorch op instead of the tiles op")
     args = parser.parse_args()
     cases = {c.name: c for c in all_cases()}
     if args.name not in cases:
@@ -27,8 +29,9 @@ def main():
     case = cases[args.name]
     torch.set_float32_matmul_precision(case.precision)
     inputs = case.make()
+    op = case.torch if args.torch else case.tiles
     for _ in range(args.repeat):
-        case.tiles(*inputs)
+        op(*inputs)
     torch.cuda.synchronize()
 
 

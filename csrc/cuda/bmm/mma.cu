@@ -3,7 +3,8 @@
 //   bfloat16 / float16  m16n8k16, float32 accumulation
 //   float32             TF32 (m16n8k8) when the float32 matmul precision allows it ("high" / "medium",
 //                       i.e. torch.backends.cuda.matmul.allow_tf32), else 3xTF32 (float32 accuracy)
-//   float64             DMMA (m16n8k8 on sm_90, four m8n8k4 on sm_80)
+//   float64             DMMA (m16n8k8 on sm_90, four m8n8k4 on sm_80), in a kernel of its own with
+//                       16-byte fragment loads (bmm/dmma_kernel.cuh)
 #include <ATen/Context.h>
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
@@ -16,7 +17,23 @@ namespace tiles::cuda::mma {
 template <class Atom, bool kMnA, bool kMnB>
 void launch(const Params<typename Atom::Elem>& p);
 
+}  // namespace tiles::cuda::mma
+
+namespace tiles::cuda::dmma {
+// fp64 has a kernel of its own, with 16-byte fragment loads (bmm/dmma_kernel.cuh, mma_f64.cu).
+template <bool kMnA, bool kMnB>
+void launch(const mma::Params<double>& p);
+}  // namespace tiles::cuda::dmma
+
+namespace tiles::cuda::mma {
+
 namespace {
+
+template <class Atom, bool kMnA, bool kMnB>
+void launch_kind(const Params<typename Atom::Elem>& q) {
+  if constexpr (std::is_same_v<Atom, F64>) dmma::launch<kMnA, kMnB>(q);
+  else launch<Atom, kMnA, kMnB>(q);
+}
 
 // One operand's layout for cp.async: which of its dims is contiguous, and the other's stride.
 struct Layout {
@@ -58,11 +75,11 @@ void run(const BmmProblem& p) {
   q.batch = p.batch, q.m = p.m, q.n = p.n, q.k = p.k;
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
-  if (p.k == 0) return launch<Atom, false, false>(q);  // no operand is read
-  if (la.mn_contiguous && lb.mn_contiguous) return launch<Atom, true, true>(q);
-  if (la.mn_contiguous) return launch<Atom, true, false>(q);
-  if (lb.mn_contiguous) return launch<Atom, false, true>(q);
-  launch<Atom, false, false>(q);
+  if (p.k == 0) return launch_kind<Atom, false, false>(q);  // no operand is read
+  if (la.mn_contiguous && lb.mn_contiguous) return launch_kind<Atom, true, true>(q);
+  if (la.mn_contiguous) return launch_kind<Atom, true, false>(q);
+  if (lb.mn_contiguous) return launch_kind<Atom, false, true>(q);
+  launch_kind<Atom, false, false>(q);
 }
 
 }  // namespace

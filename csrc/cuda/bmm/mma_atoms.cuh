@@ -54,29 +54,14 @@ struct M16N8Accumulator {
 // fp64 on the FP64 tensor cores (DMMA): m16n8k8, with the m16n8k8 fragment layouts above. sm_90 has
 // the instruction; the A100's only DMMA shape, m8n8k4, reaches half the H100's FP64 tensor peak (the
 // DP tensor pipe was 68% busy at 22 TFLOP/s), so older GPUs run an m16n8k8 as four m8n8k4, whose A,
-// B and C fragments are the m16n8k8 ones split into row and k halves.
+// B and C fragments are the m16n8k8 ones split into row and k halves. Only the fp64 kernel
+// (bmm/dmma_kernel.cuh) uses it, and fills the fragments itself with 16-byte loads.
 struct F64 : M16N8Accumulator {
-  static constexpr bool kFreshPerTile = false;
   using Elem = double;
   using Acc = double;
   static constexpr int M = 16, N = 8, K = 8;
-  // Shared-memory row padding (elements) for K-contiguous and M/N-contiguous tiles: with it the
-  // fragment loads of a half warp (16 lanes x 8 bytes) hit 16 distinct bank pairs.
-  static constexpr int kPadK = 4, kPadMN = 4;
   struct FragA { double v[4]; };
   struct FragB { double v[2]; };
-  template <class Get>
-  __device__ static FragA load_a(Get get, int lane) {
-    FragA f;
-    gather_a_m16n8k8(get, lane, f.v);
-    return f;
-  }
-  template <class Get>
-  __device__ static FragB load_b(Get get, int lane) {
-    FragB f;
-    gather_b_m16n8k8(get, lane, f.v);
-    return f;
-  }
   __device__ static void mma(double (&c)[4], const FragA& a, const FragB& b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"

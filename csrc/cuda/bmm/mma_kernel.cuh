@@ -51,6 +51,20 @@ struct Tile {
   __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
 };
 
+// Block b's output tile, in an order of groups of 8 tile rows walked column by column within a
+// group, so the blocks running at one time share a few rows of a and columns of b in L2.
+struct TileOrigin {
+  int64_t m0, n0;
+};
+__device__ __forceinline__ TileOrigin grouped_tile_origin(int64_t b, int tiles_m, int tiles_n, int bm, int bn) {
+  constexpr int kGroupM = 8;
+  const int64_t per_group = int64_t(kGroupM) * tiles_n;
+  const int64_t first_m = b / per_group * kGroupM;
+  const int64_t group_m = std::min<int64_t>(kGroupM, tiles_m - first_m);
+  const int64_t in_group = b % per_group;
+  return {(first_m + in_group % group_m) * bm, in_group / group_m * bn};
+}
+
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
@@ -96,15 +110,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm0 = (warp / Cfg::kWarpsN) * Cfg::WM, wn0 = (warp % Cfg::kWarpsN) * Cfg::WN;
 
-  // Tile order: groups of 8 tile rows, column by column within a group, so the blocks running at
-  // one time share a few rows of a and columns of b in L2.
-  constexpr int kGroupM = 8;
-  const int64_t per_group = int64_t(kGroupM) * p.tiles_n;
-  const int64_t first_m = int64_t(blockIdx.x) / per_group * kGroupM;
-  const int64_t group_m = std::min<int64_t>(kGroupM, p.tiles_m - first_m);
-  const int64_t in_group = int64_t(blockIdx.x) % per_group;
-  const int64_t m0 = (first_m + in_group % group_m) * Cfg::BM;
-  const int64_t n0 = in_group / group_m * Cfg::BN;
+  const TileOrigin origin = grouped_tile_origin(blockIdx.x, p.tiles_m, p.tiles_n, Cfg::BM, Cfg::BN);
+  const int64_t m0 = origin.m0, n0 = origin.n0;
   const int k_tiles = int((p.k + Cfg::BK - 1) / Cfg::BK);
 
   for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {

@@ -8,14 +8,10 @@
 
 namespace tiles::cuda::mma {
 
-// Block and warp tiles per atom. fp64: 64 x 64 blocks of four 32 x 32 warps (32 accumulators each);
-// TF32 and 16-bit: 128 x 128 blocks of eight 64 x 32 warps (64 accumulators each).
+// Block and warp tiles per atom. TF32 and 16-bit: 128 x 128 blocks of eight 64 x 32 warps (64
+// accumulators each). (fp64 runs its own kernel: bmm/dmma_kernel.cuh.)
 template <class Atom>
 struct ConfigFor { using type = Config<128, 128, 32, 64, 32, 4>; };
-// fp64: 3 blocks per SM (the most its shared memory allows; 168 registers, a few spilled) ran 32.5
-// TFLOP/s on the H100 where 2 blocks (224 registers, no spills) ran 28.3.
-template <>
-struct ConfigFor<F64> { using type = Config<64, 64, 16, 32, 32, 3, 3>; };
 template <>
 struct ConfigFor<Tf32> { using type = Config<128, 128, 16, 64, 32, 4>; };
 // 3xTF32 holds a second set of accumulators (kFreshPerTile): 32 x 32 warps keep that in registers;
