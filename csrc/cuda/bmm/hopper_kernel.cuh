@@ -14,9 +14,9 @@
 // Either way consumer w's A rows start 8 KiB * w into the stage. Out-of-range rows, columns and k are
 // zero-filled by TMA, so edge tiles need no special case.
 //
-// Epilogue: each consumer converts its 64 x BN floats to the output type in its own swizzled shared
-// buffer and hands it to TMA stores, which clip at the matrix edges and drain while the consumer
-// starts its next tile. When the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot
+// Epilogue: each consumer converts its 64 x BN floats to the output type 64 columns at a time, into
+// two alternating 8 KiB swizzled shared buffers, and hands each to a TMA store, which clips at the
+// matrix edges and drains while the consumer goes on. (A whole-tile buffer took 64 KiB, one stage.) When the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot
 // address it, and the consumers store straight from registers instead.
 #pragma once
 
@@ -44,11 +44,17 @@ struct TileConfig {
   static constexpr int kABytes = BM * BK * 2;          // 16 KiB
   static constexpr int kBBytes = BN * BK * 2;          // 16 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kCBytes = BM * BN * 2;          // the output tile, staged for the TMA stores
-  static constexpr int kStages = BN == 256 ? 3 : 5;    // as deep as the rest of ~210 KiB allows
+  static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
+  // Output chunk buffers per consumer: two at BN = 256 (leaves room for a 4th stage, which long K
+  // wants); at BN = 128 two whole tiles, so a tile is written while the previous one drains (short K,
+  // where the output stream is the bottleneck, runs 128-wide tiles).
+  static constexpr int kCBuffers = BN == 256 ? 2 : 4;
+  static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
+  static constexpr int kStages = BN == 256 ? 4 : 5;    // as deep as the rest of 227 KiB allows
   static constexpr int kGroupM = 8;                     // tile rows walked together (L2 reuse of B)
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 };
 
 // One product for warpgroup-sized tiles: 64 x BN x 16.
@@ -100,35 +106,38 @@ __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tile
 // warp * 16 + lane / 4 (+ 8) and columns 8 i + 2 (lane % 4) (+ 1) of the warpgroup's 64 x BN block:
 // acc[4 i + 2 half + {0, 1}].
 
-// Through shared memory and TMA: the block is staged as BN / 64 boxes of [64 rows][64 columns] with
-// the 128-byte swizzle (16-byte chunk index XOR row % 8), which also makes these 4-byte writes free of
-// bank conflicts. One thread waits until its previous stores have read the buffer, and issues the next.
+// Through shared memory and TMA, 64 columns (one box) at a time: each chunk is staged as [64 rows]
+// [64 columns] with the 128-byte swizzle (16-byte chunk index XOR row % 8), which also makes these
+// 4-byte writes free of bank conflicts, in the next of kCBuffers buffers (`chunks` counts the
+// consumer's chunks so far); before rewriting a buffer, one thread waits until the store that last
+// read it is done reading.
 template <class T, int BN>
-__device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffer, const CUtensorMap* map_c,
-                                               const GemmShape& shape, const TileCoord& tc, int w) {
+__device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffers, const CUtensorMap* map_c,
+                                               const GemmShape& shape, const TileCoord& tc, int w, uint32_t& chunks) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const bool leader = threadIdx.x % 128 == 0;
-  if (leader) bulk_wait_read();
-  named_barrier(1 + w, 128);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = warp * 16 + lane / 4 + 8 * half;
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-      uint8_t* dst = buffer + (i / 8) * (64 * 128) + row * 128 + (((i % 8) ^ (row % 8)) * 16) + 4 * (lane % 4);
-      store_pair(reinterpret_cast<T*>(dst), acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
-    }
-  }
-  fence_async_shared();
-  named_barrier(1 + w, 128);
+  constexpr int kChunk = TileConfig<BN>::kChunkBytes, kBuffers = TileConfig<BN>::kCBuffers;
   const int m0 = tc.tm * TileConfig<BN>::BM + 64 * w;
-  if (leader && m0 < shape.m) {
 #pragma unroll
-    for (int j = 0; j < BN / 64; ++j) {
-      const int n0 = tc.tn * BN + 64 * j;
-      if (n0 < shape.n) tma_store_3d(map_c, buffer + j * (64 * 128), n0, m0, int(tc.batch));
+  for (int j = 0; j < BN / 64; ++j) {
+    uint8_t* buffer = buffers + (chunks++ % kBuffers) * kChunk;
+    if (leader) bulk_wait_read<kBuffers - 1>();
+    named_barrier(1 + w, 128);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp * 16 + lane / 4 + 8 * half;
+#pragma unroll
+      for (int ii = 0; ii < 8; ++ii) {
+        const int i = 8 * j + ii;
+        uint8_t* dst = buffer + row * 128 + ((ii ^ (row % 8)) * 16) + 4 * (lane % 4);
+        store_pair(reinterpret_cast<T*>(dst), acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+      }
     }
-    bulk_commit();
+    fence_async_shared();
+    named_barrier(1 + w, 128);
+    const int n0 = tc.tn * BN + 64 * j;
+    if (leader && m0 < shape.m && n0 < shape.n) tma_store_3d(map_c, buffer, n0, m0, int(tc.batch));
+    if (leader) bulk_commit();
   }
 }
 
@@ -171,7 +180,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                                // output tile
+  uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                                // output chunks
   uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);                // data landed
   uint64_t* empty = full + kStages;                                                    // stage consumed
   auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
@@ -232,6 +241,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   int s = 0;
   uint32_t phase = 0;
   float acc[BN / 2];
+  uint32_t chunks = 0;  // output chunks this consumer has staged (store_tile_tma)
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
@@ -266,7 +276,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
 
     if (shape.tma_store) {
-      store_tile_tma<T, BN>(acc, c_stage + w * (Cfg::kCBytes / 2), &map_c, shape, tc, w);
+      store_tile_tma<T, BN>(acc, c_stage + w * (Cfg::kCBytes / 2), &map_c, shape, tc, w, chunks);
     } else {
       store_tile_direct<T, BN>(acc, c, shape, tc, w);
     }
