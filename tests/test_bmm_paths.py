@@ -71,8 +71,10 @@ def operand(layout, batch, rows, cols, dtype):
     raise ValueError(layout)
 
 
-# (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block, both tile
-# widths; N % 8 != 0 takes the direct-store epilogue, N % 8 == 0 the TMA-store one
+# (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
+# takes the direct-store epilogue, N % 8 == 0 the TMA-store one. The last two have enough 256-wide
+# tiles (at least one per SM) and K > 128, so they run the 256-wide kernel (chunked TMA-store
+# epilogue), the others the 128-wide one.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -81,6 +83,8 @@ SHAPES = [
     (2, 64, 120, 8),
     (1, 300, 520, 1000),
     (5, 37, 130, 24),
+    (12, 700, 1288, 136),
+    (10, 300, 1290, 200),
 ]
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
