@@ -1,19 +1,18 @@
 // The fp64 bmm kernel: DMMA (the F64 atom of bmm/mma_atoms.cuh: mma.sync m16n8k8 on sm_90), with
 // the tile shape of cuBLAS's H100 DGEMM (64 x 64 x 16 blocks of four 32 x 32 warps, 4 stages, 3 blocks
-// per SM) and an instruction stream kept as lean as its.
+// per SM) and an instruction stream about as lean as its.
 //
-// Why not the generic mma.sync kernel (bmm/mma_kernel.cuh): with 8-byte elements it issued 3x the
-// instructions of cuBLAS per DMMA (a 64-bit address and bounds computation per copy and per fragment
-// element, a padded tile per operand order), and the four SM sub-partitions, each feeding its FP64
-// tensor core one DMMA per 32 cycles from three warps, ran out of issue slots: 0.63x cuBLAS.
-// Here
+// Why not the generic mma.sync kernel (bmm/mma_kernel.cuh): with 8-byte elements it executed 3x
+// cuBLAS's instructions for the same DMMAs (64-bit address and bounds arithmetic per copy and per
+// fragment element, register spills), and its warps stalled on those dependency chains instead of
+// keeping the FP64 tensor pipe busy: 0.63x cuBLAS (benchmarks/NOTES.md, fp64 v3). Here
 //  - each fragment element is one 8-byte ld.shared straight into the register the DMMA reads, at a
 //    lane offset computed once per kernel plus a constant: the tiles are unpadded and XOR-swizzled
 //    in 16-byte chunks (chunk ^ 2 (row % 4)), which keeps every read of a half warp (16 lanes x 8
-//    bytes) on 16 distinct banks pairs in either major order, and keeps all rows of a lane's reads
+//    bytes) on 16 distinct bank pairs in either major order, and keeps all rows of a lane's reads
 //    on one swizzle;
-//  - each thread's cp.async copies sit at fixed (row, chunk) positions of the tile, so a k-tile's copy
-//    is a pointer step, four compares and four copies.
+//  - each thread's cp.async copies sit at fixed (row, chunk) positions of the tile, so outside edge
+//    tiles and a partial last k-tile a k-tile's copy is a pointer step and four copies.
 #pragma once
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params, cp.async, the tile order, the F64 atom
