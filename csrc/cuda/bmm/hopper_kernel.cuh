@@ -14,10 +14,12 @@
 // Either way consumer w's A rows start 8 KiB * w into the stage. Out-of-range rows, columns and k are
 // zero-filled by TMA, so edge tiles need no special case.
 //
-// Epilogue: each consumer converts its 64 x BN floats to the output type 64 columns at a time, into
-// two alternating 8 KiB swizzled shared buffers, and hands each to a TMA store, which clips at the
-// matrix edges and drains while the consumer goes on. (A whole-tile buffer took 64 KiB, one stage.) When the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot
-// address it, and the consumers store straight from registers instead.
+// Epilogue: each consumer converts its 64 x BN floats to the output type in two 8 KiB swizzled shared
+// buffers (one 64-column box each) and hands them to TMA stores, which clip at the matrix edges and
+// drain while the consumer goes on: a 128-wide tile in one go, a 256-wide one 64 columns at a time
+// through the alternating buffers (a whole-tile buffer would take 64 KiB, one operand stage). When
+// the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot address it, and the consumers
+// store straight from registers instead.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -33,18 +33,14 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
 }  // namespace
 
 bool can_run(const BmmProblem& p, const char** why) {
-  auto no = [&](const char* reason) {
-    if (why) *why = reason;
-    return false;
-  };
 #if !defined(TILES_HAS_SM90A)
-  return no("built without sm_90a (TORCH_CUDA_ARCH_LIST lacks 9.0a)");
+  return refuse(why, "built without sm_90a (TORCH_CUDA_ARCH_LIST lacks 9.0a)");
 #else
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
-    return no("dtype is not float32");
-  if (const char* reason = hopper::tma_unsuitable(p)) return no(reason);
+    return refuse(why, "dtype is not float32");
+  if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
   const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  if (la.mn_major && lb.mn_major) return no("neither operand is K-major (TF32 wgmma needs one)");
+  if (la.mn_major && lb.mn_major) return refuse(why, "neither operand is K-major (TF32 wgmma needs one)");
   return true;
 #endif
 }

@@ -94,21 +94,18 @@ const char* kind(const BmmProblem& p) {
 }
 
 bool can_run(const BmmProblem& p, const char** why) {
-  auto no = [&](const char* reason) {
-    if (why) *why = reason;
-    return false;
-  };
 #if !defined(TILES_HAS_SM80)
-  return no("built without sm_80 or newer code (TORCH_CUDA_ARCH_LIST)");
+  return refuse(why, "built without sm_80 or newer code (TORCH_CUDA_ARCH_LIST)");
 #else
   if (p.a.scalar_type() != p.out.scalar_type() || p.b.scalar_type() != p.out.scalar_type())
-    return no("operand dtypes differ from the result's");
-  if (compute_capability(p.out.get_device()) < 80) return no("the device is older than sm_80");
+    return refuse(why, "operand dtypes differ from the result's");
+  if (compute_capability(p.out.get_device()) < 80) return refuse(why, "the device is older than sm_80");
   // The tile grid must fit one launch's x dimension (tiles of at least 64 x 64).
-  if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31)) return no("the output matrices are too large");
+  if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31))
+    return refuse(why, "the output matrices are too large");
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
-  if (!layout_a(p).ok) return no("a has no unit-stride matrix dim with 16-byte-aligned strides and base");
-  if (!layout_b(p).ok) return no("b has no unit-stride matrix dim with 16-byte-aligned strides and base");
+  if (!layout_a(p).ok) return refuse(why, "a has no unit-stride matrix dim with 16-byte-aligned strides and base");
+  if (!layout_b(p).ok) return refuse(why, "b has no unit-stride matrix dim with 16-byte-aligned strides and base");
   return true;
 #endif
 }

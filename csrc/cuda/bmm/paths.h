@@ -19,6 +19,12 @@ namespace tiles::cuda {
 // (torch.backends.cuda.matmul.allow_tf32), as for cuBLAS. Otherwise float32 runs as 3xTF32.
 bool float32_as_tf32();
 
+// A can_run's refusal: says why through `why` (when given) and returns false.
+inline bool refuse(const char** why, const char* reason) {
+  if (why) *why = reason;
+  return false;
+}
+
 namespace general {
 void bmm(const BmmProblem& p);
 }
