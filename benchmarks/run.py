@@ -6,7 +6,9 @@
 
 Run it as a script (not from the source tree with -m), so `import torch_tiles` finds the installed build.
 
-Times are CUDA-event medians from triton.testing.do_bench (L2 flushed between runs). Rates are against
+Times are CUDA-event medians from triton.testing.do_bench (L2 flushed between runs), taken in --rounds
+alternating rounds (tiles first, then torch first, ...), and the median round is reported: clocks drift
+by a few percent within a run, which a single back-to-back pair would charge to one side. Rates are against
 ceilings measured in the same run: a 1 GiB device-to-device copy (bytes read + written) and a bf16
 8192^3 matmul. Writes benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
 """
@@ -15,6 +17,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -31,6 +34,18 @@ def bench_ms(fn):
     """Median milliseconds of fn() over CUDA events, with the L2 flushed before each run."""
     from triton.testing import do_bench
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def time_pair(tiles_fn, torch_fn, rounds):
+    """Median ms of tiles_fn and of torch_fn over `rounds` rounds that alternate which goes first, and
+    the lowest and highest per-round speedup (torch / tiles)."""
+    tiles_ms, torch_ms = [], []
+    for r in range(rounds):
+        pair = [(tiles_ms, tiles_fn), (torch_ms, torch_fn)]
+        for times, fn in (pair if r % 2 == 0 else pair[::-1]):
+            times.append(bench_ms(fn))
+    speedups = [b / a for a, b in zip(tiles_ms, torch_ms)]
+    return statistics.median(tiles_ms), statistics.median(torch_ms), (min(speedups), max(speedups))
 
 
 def measure_ceilings():
@@ -58,7 +73,7 @@ def fro_rel_error(out, ref):
     return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
 
 
-def run_case(case, ceilings):
+def run_case(case, ceilings, rounds=3):
     inputs = case.make()
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(case.precision)  # both libraries time under the case's precision
@@ -67,8 +82,7 @@ def run_case(case, ceilings):
         ref = reference(case, inputs)
         err = (fro_rel_error if case.error == "fro" else max_rel_error)(out, ref)
         del out, ref
-        tiles_ms = bench_ms(lambda: case.tiles(*inputs))
-        torch_ms = bench_ms(lambda: case.torch(*inputs))
+        tiles_ms, torch_ms, spread = time_pair(lambda: case.tiles(*inputs), lambda: case.torch(*inputs), rounds)
         path = T._bmm_path(*inputs) if case.tiles is T.bmm else None  # float32's path depends on the precision
     finally:
         torch.set_float32_matmul_precision(previous)
@@ -79,7 +93,8 @@ def run_case(case, ceilings):
         rate = case.flops(*inputs) / tiles_ms / 1e9
         ceiling = ceilings["bf16_mm_tflops"]
     return {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
-            "speedup": round(torch_ms / tiles_ms, 3), "rate": round(rate, 1), "unit": case.rate_unit(),
+            "speedup": round(torch_ms / tiles_ms, 3), "speedup_rounds": [round(x, 3) for x in spread],
+            "rate": round(rate, 1), "unit": case.rate_unit(),
             "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}"),
             "error": case.error, **({"path": path} if path else {})}
 
@@ -153,9 +168,11 @@ def save(results, out_dir):
 def print_table(results):
     print(f"\n{results['device']} | torch {results['torch']} | commit {results['commit']} | "
           f"copy {results['ceilings']['copy_gbs']} GB/s | bf16 mm {results['ceilings']['bf16_mm_tflops']} TFLOP/s")
-    print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rate':>9} {'unit':>7} {'%ceil':>6} {'max err':>9}")
+    print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'rate':>9} {'unit':>7} "
+          f"{'%ceil':>6} {'max err':>9}")
     for c in results["cases"]:
-        print(f"{c['name']:<48} {c['tiles_ms']:>9.4f} {c['torch_ms']:>9.4f} {c['speedup']:>7.2f}x "
+        lo, hi = c.get("speedup_rounds", (c["speedup"], c["speedup"]))
+        print(f"{c['name']:<48} {c['tiles_ms']:>9.4f} {c['torch_ms']:>9.4f} {c['speedup']:>7.2f}x {lo:>5.2f}-{hi:<5.2f} "
               f"{c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}"
               + (f"  [{c['path']}]" if "path" in c else ""))
 
@@ -166,6 +183,7 @@ def main(argv=None):
     parser.add_argument("-k", default="", help="only cases whose name contains this")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
     parser.add_argument("--sizes", action="store_true", help="print copy/read bandwidth against size and exit")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per case (median reported)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or not torch_tiles.built_with_cuda():
         sys.exit("benchmarks need a GPU and a CUDA build of torch_tiles")
@@ -182,11 +200,11 @@ def main(argv=None):
     except ImportError:
         progress = cases
     for case in progress:
-        rows.append(run_case(case, ceilings))
+        rows.append(run_case(case, ceilings, args.rounds))
         torch.cuda.empty_cache()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "ceilings": ceilings, "cases": rows}
+               "rounds": args.rounds, "ceilings": ceilings, "cases": rows}
     path = save(results, args.out)
     print_table(results)
     print(f"\nwrote {path}")
