@@ -6,6 +6,7 @@ blocks), so anything an op keeps alive per call (an output, a workspace, a saved
 nobody holds) shows up as growth."""
 
 import gc
+import time
 
 import pytest
 import torch
@@ -21,10 +22,20 @@ CALLS = 10_000
 F32, F64 = torch.float32, torch.float64
 
 
-def _settled_allocated():
-    gc.collect()
-    torch.cuda.synchronize()
-    return torch.cuda.memory_allocated()
+def _settled_allocated(at_most=None):
+    """Live bytes once the device and the garbage collector are done. A backward's graph task is
+    released by the autograd engine's device thread, which can drop its last references (a small
+    tensor: one 512-byte block) a moment after torch.autograd.grad has returned; so when a bound is
+    given, measure again for up to ~1 s before reporting more than it. A real leak (growth per call)
+    does not go away by waiting."""
+    for _ in range(100):
+        gc.collect()
+        torch.cuda.synchronize()
+        allocated = torch.cuda.memory_allocated()
+        if at_most is None or allocated <= at_most:
+            break
+        time.sleep(0.01)
+    return allocated
 
 
 def _t(shape, layout="contiguous", dtype=F32, domain="real", grad=False):
@@ -114,8 +125,9 @@ def _check_flat(call):
     before = _settled_allocated()
     for _ in range(CALLS):  # no sync inside the loop: the calls queue up as in real use
         call()
-    after = _settled_allocated()
-    assert after == before, f"memory_allocated grew by {after - before} bytes over {CALLS} calls"
+    after = _settled_allocated(at_most=before)
+    # (<=: the warm-up's last graph may itself have been released only after `before` was read)
+    assert after <= before, f"memory_allocated grew by {after - before} bytes over {CALLS} calls"
 
 
 @pytest.mark.parametrize("case", FORWARD)
