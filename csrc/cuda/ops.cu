@@ -41,9 +41,12 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
   const char* why = "";
-  if (hopper::can_run(p)) return "hopper-wgmma";
-  if (hopper_tf32::can_run(p)) return std::string("hopper-wgmma ") + mma::kind(p);
-  if (mma::can_run(p, &why)) return std::string("mma-sync ") + mma::kind(p);
+  switch (choose_path(p, &why)) {  // the choice bmm makes
+    case Path::hopper: return "hopper-wgmma";
+    case Path::hopper_tf32: return std::string("hopper-wgmma ") + mma::kind(p);
+    case Path::mma: return std::string("mma-sync ") + mma::kind(p);
+    case Path::general: break;
+  }
   return std::string("general: ") + why;
 }
 

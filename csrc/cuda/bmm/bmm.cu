@@ -5,11 +5,20 @@
 
 namespace tiles::cuda {
 
+Path choose_path(const BmmProblem& p, const char** why) {
+  if (hopper::can_run(p)) return Path::hopper;
+  if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
+  if (mma::can_run(p, why)) return Path::mma;
+  return Path::general;
+}
+
 void bmm(const BmmProblem& p) {
-  if (hopper::can_run(p)) return hopper::bmm(p);
-  if (hopper_tf32::can_run(p)) return hopper_tf32::bmm(p);
-  if (mma::can_run(p)) return mma::bmm(p);
-  general::bmm(p);
+  switch (choose_path(p)) {
+    case Path::hopper: return hopper::bmm(p);
+    case Path::hopper_tf32: return hopper_tf32::bmm(p);
+    case Path::mma: return mma::bmm(p);
+    case Path::general: return general::bmm(p);
+  }
 }
 
 }  // namespace tiles::cuda

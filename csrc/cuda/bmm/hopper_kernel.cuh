@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/bmm/sm90_ptx.cuh"
+#include "cuda/bmm/tile_order.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
 
 namespace tiles::cuda::hopper {
@@ -54,7 +55,6 @@ struct TileConfig {
   static constexpr bool kWholeTile = BN / 64 <= kCBuffers;
   static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
   static constexpr int kStages = BN == 256 ? 4 : 5;    // as deep as the rest of 227 KiB allows
-  static constexpr int kGroupM = 8;                     // tile rows walked together (L2 reuse of B)
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -87,22 +87,17 @@ __device__ __forceinline__ void store_pair(__half* dst, float v0, float v1) {
   *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(v0, v1);
 }
 
-// Output tile `t` of the persistent walk -> (batch, tile row, tile column). Within a batch, groups
-// of kGroupM tile rows are walked column by column, so the B columns a group reads stay in L2.
+// Output tile `t` of the persistent walk -> (batch, tile row, tile column): batch by batch, each in
+// the grouped order of bmm/tile_order.cuh.
 struct TileCoord {
   int64_t batch;
   int tm, tn;
 };
-template <int kGroupM>
 __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
   const int64_t per_batch = int64_t(tiles_m) * tiles_n;
   const int64_t bi = t / per_batch;
-  const int r = int(t - bi * per_batch);
-  const int span = kGroupM * tiles_n;
-  const int first_m = (r / span) * kGroupM;
-  const int rows = min(tiles_m - first_m, kGroupM);
-  const int in_group = r % span;
-  return {bi, first_m + in_group % rows, in_group / rows};
+  const TilePos pos = grouped_tile(t - bi * per_batch, tiles_m, tiles_n);
+  return {bi, pos.tm, pos.tn};
 }
 
 // Thread (warp, lane) of a consumer warpgroup holds, for i < BN / 8, the outputs at rows
@@ -223,7 +218,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     int s = 0;
     uint32_t phase = 0;
     for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_m, shape.tiles_n);
+      const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
       const int ba = shape.a_broadcast ? 0 : int(tc.batch), bb = shape.b_broadcast ? 0 : int(tc.batch);
       const int m0 = tc.tm * BM, n0 = tc.tn * BN;
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -258,7 +253,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   uint32_t phase = 0;
   float acc[BN / 2];
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-    const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_m, shape.tiles_n);
+    const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     fence_registers(acc, BN / 2);

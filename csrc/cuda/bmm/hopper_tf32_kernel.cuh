@@ -50,7 +50,6 @@ struct Tf32Config {
   static constexpr int kStages = 4;                      // up to 192 KiB of stages
   static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
   static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
-  static constexpr int kGroupM = 8;                       // tile rows walked together (L2 reuse)
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 3 * kStages * sizeof(uint64_t) + 1024;
 };
@@ -249,7 +248,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     int s = 0;
     uint32_t phase = 0;
     for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_p, shape.tiles_q);
+      const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
       const int br = shape.r_broadcast ? 0 : int(tc.batch), bq = shape.q_broadcast ? 0 : int(tc.batch);
       const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -310,7 +309,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   };
 
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-    const TileCoord tc = tile_coord<Cfg::kGroupM>(t, shape.tiles_p, shape.tiles_q);
+    const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
 #pragma unroll
     for (int i = 0; i < BQ / 2; ++i) acc[i] = 0.f;
     fence_registers(acc, BQ / 2);

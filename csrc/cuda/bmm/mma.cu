@@ -3,8 +3,8 @@
 //   bfloat16 / float16  m16n8k16, float32 accumulation
 //   float32             TF32 (m16n8k8) when the float32 matmul precision allows it ("high" / "medium",
 //                       i.e. torch.backends.cuda.matmul.allow_tf32), else 3xTF32 (float32 accuracy)
-//   float64             DMMA (m16n8k8 on sm_90, four m8n8k4 on sm_80), in a kernel of its own with
-//                       16-byte fragment loads (bmm/dmma_kernel.cuh)
+//   float64             DMMA (m16n8k8 on sm_90, four m8n8k4 on sm_80), in a kernel of its own whose
+//                       fragment loads go straight into the DMMA operand registers (bmm/dmma_kernel.cuh)
 #include <ATen/Context.h>
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
@@ -20,7 +20,7 @@ void launch(const Params<typename Atom::Elem>& p);
 }  // namespace tiles::cuda::mma
 
 namespace tiles::cuda::dmma {
-// fp64 has a kernel of its own, with 16-byte fragment loads (bmm/dmma_kernel.cuh, mma_f64.cu).
+// fp64 has a kernel of its own (bmm/dmma_kernel.cuh, mma_f64.cu).
 template <bool kMnA, bool kMnB>
 void launch(const mma::Params<double>& p);
 }  // namespace tiles::cuda::dmma

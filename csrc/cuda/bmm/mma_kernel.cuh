@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda/bmm/mma_atoms.cuh"
+#include "cuda/bmm/tile_order.cuh"
 
 namespace tiles::cuda::mma {
 
@@ -51,18 +52,13 @@ struct Tile {
   __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
 };
 
-// Block b's output tile, in an order of groups of 8 tile rows walked column by column within a
-// group, so the blocks running at one time share a few rows of a and columns of b in L2.
+// Block b's output tile (bmm/tile_order.cuh): its first row and column.
 struct TileOrigin {
   int64_t m0, n0;
 };
 __device__ __forceinline__ TileOrigin grouped_tile_origin(int64_t b, int tiles_m, int tiles_n, int bm, int bn) {
-  constexpr int kGroupM = 8;
-  const int64_t per_group = int64_t(kGroupM) * tiles_n;
-  const int64_t first_m = b / per_group * kGroupM;
-  const int64_t group_m = std::min<int64_t>(kGroupM, tiles_m - first_m);
-  const int64_t in_group = b % per_group;
-  return {(first_m + in_group % group_m) * bm, in_group / group_m * bn};
+  const TilePos t = grouped_tile(b, tiles_m, tiles_n);
+  return {int64_t(t.tm) * bm, int64_t(t.tn) * bn};
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {

@@ -19,18 +19,24 @@ struct ConfigFor<Tf32> { using type = Config<128, 128, 16, 64, 32, 4>; };
 template <>
 struct ConfigFor<Tf32x3> { using type = Config<128, 64, 32, 32, 32, 3>; };
 
+// The launch of the one-tile-per-block kernels (this one and the fp64 one, bmm/dmma_kernel.cuh): a
+// block per BM x BN output tile along x (bmm/tile_order.cuh's order), batches along y, walked with a
+// stride of gridDim.y beyond 65535.
+template <auto kKernel, int BM, int BN, class Elem>
+void launch_tile_grid(Params<Elem> q, int threads, int smem_bytes) {
+  allow_dynamic_smem<kKernel>(smem_bytes);
+  q.tiles_m = int((q.m + BM - 1) / BM);
+  q.tiles_n = int((q.n + BN - 1) / BN);
+  const dim3 grid(unsigned(int64_t(q.tiles_m) * q.tiles_n), unsigned(std::min<int64_t>(q.batch, 65535)));
+  kKernel<<<grid, threads, smem_bytes, current_stream()>>>(q);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <class Atom, bool kMnA, bool kMnB>
 void launch(const Params<typename Atom::Elem>& p) {
   using Cfg = typename ConfigFor<Atom>::type;
-  constexpr int kBytes = kSmemBytes<Atom, Cfg, kMnA, kMnB>;
-  constexpr auto kernel = &bmm_kernel<Atom, Cfg, kMnA, kMnB>;
-  allow_dynamic_smem<kernel>(kBytes);
-  Params<typename Atom::Elem> q = p;
-  q.tiles_m = int((p.m + Cfg::BM - 1) / Cfg::BM);
-  q.tiles_n = int((p.n + Cfg::BN - 1) / Cfg::BN);
-  const dim3 grid(unsigned(int64_t(q.tiles_m) * q.tiles_n), unsigned(std::min<int64_t>(p.batch, 65535)));
-  kernel<<<grid, Cfg::kThreads, kBytes, current_stream()>>>(q);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB>, Cfg::BM, Cfg::BN>(p, Cfg::kThreads,
+                                                                          kSmemBytes<Atom, Cfg, kMnA, kMnB>);
 }
 
 #define TILES_MMA_INSTANTIATE(ATOM)                                                   \

@@ -25,6 +25,12 @@ inline bool refuse(const char** why, const char* reason) {
   return false;
 }
 
+enum class Path { hopper, hopper_tf32, mma, general };
+
+// The path bmm runs `p` on (bmm/bmm.cu): the first of hopper, hopper_tf32 and mma that can take it,
+// else general; then, when `why` is given, it says why mma could not.
+Path choose_path(const BmmProblem& p, const char** why = nullptr);
+
 namespace general {
 void bmm(const BmmProblem& p);
 }
