@@ -96,7 +96,7 @@ struct TileCoord {
 __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
   const int64_t per_batch = int64_t(tiles_m) * tiles_n;
   const int64_t bi = t / per_batch;
-  const TilePos pos = grouped_tile(t - bi * per_batch, tiles_m, tiles_n);
+  const TilePos pos = grouped_tile(int(t - bi * per_batch), tiles_m, tiles_n);
   return {bi, pos.tm, pos.tn};
 }
 

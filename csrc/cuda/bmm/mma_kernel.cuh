@@ -56,7 +56,7 @@ struct Tile {
 struct TileOrigin {
   int64_t m0, n0;
 };
-__device__ __forceinline__ TileOrigin grouped_tile_origin(int64_t b, int tiles_m, int tiles_n, int bm, int bn) {
+__device__ __forceinline__ TileOrigin grouped_tile_origin(int b, int tiles_m, int tiles_n, int bm, int bn) {
   const TilePos t = grouped_tile(b, tiles_m, tiles_n);
   return {int64_t(t.tm) * bm, int64_t(t.tn) * bn};
 }

@@ -11,14 +11,16 @@ struct TilePos {
   int tm, tn;  // tile row and tile column
 };
 
-// Tile `r` (0 <= r < tiles_m * tiles_n) of a tiles_m x tiles_n grid in the grouped order.
-__device__ __forceinline__ TilePos grouped_tile(int64_t r, int tiles_m, int tiles_n) {
+// Tile `r` (0 <= r < tiles_m * tiles_n) of a tiles_m x tiles_n grid in the grouped order. 32-bit: a
+// matrix has fewer than 2^31 tiles of at least 64 x 64 (mma.cu checks; the Hopper tiles are larger),
+// and a 64-bit division is a software routine, paid per tile (96 x 2048^2 K=64: one k-block a tile).
+__device__ __forceinline__ TilePos grouped_tile(int r, int tiles_m, int tiles_n) {
   constexpr int kGroupRows = 8;
-  const int64_t span = int64_t(kGroupRows) * tiles_n;  // tiles in one full group
-  const int first_m = int(r / span) * kGroupRows;
+  const int span = kGroupRows * tiles_n;  // tiles in one full group
+  const int first_m = r / span * kGroupRows;
   const int rows = tiles_m - first_m < kGroupRows ? tiles_m - first_m : kGroupRows;
-  const int64_t in_group = r % span;
-  return {first_m + int(in_group % rows), int(in_group / rows)};
+  const int in_group = r % span;
+  return {first_m + in_group % rows, in_group / rows};
 }
 
 }  // namespace tiles::cuda
