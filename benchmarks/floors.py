@@ -1,12 +1,16 @@
-"""How fast can any kernel read a reduction's input, timed the way the benchmark cases are?
+"""How fast can any kernel move a memory-bound case's bytes, timed the way the benchmark cases are?
 
-    python benchmarks/floors.py
+    python benchmarks/floors.py [part of a case name]
 
 For each reduce case with a target, the input is read by the fastest read-only kernel we know how to
 write (a Triton kernel: each program sums one block into a partial, no second pass), over a sweep of
 block sizes and warps. Its median time is a floor for any reduction of that input under do_bench's L2
-flush: a kernel must at least read every byte once. The table sets it beside tiles and PyTorch, and
-prints the largest speedup over PyTorch that the floor leaves possible against the issue's target.
+flush: a kernel must at least read every byte once. For the memory-bound bmm cases (one k-block per
+output tile), a Triton kernel writes every byte of an output-sized tensor, reading once a tensor with
+the operands' byte count into its first part: the DRAM traffic a bmm cannot avoid (it reads each
+operand byte at least once and writes each output byte once), without the arithmetic. The table sets the floor
+beside tiles and PyTorch, and prints the largest speedup over PyTorch that it leaves possible against
+the issue's target.
 """
 import os
 import sys
@@ -27,6 +31,8 @@ TARGETS = {  # from the elementwise issue: speedup over PyTorch
     "reduce max fp32 4096x8192 dim1": 1.2,
     "reduce sum fp32 65536x64 dim1": 2.0,
     "reduce sum fp32 2^28 all": 1.0,
+    "bmm bf16 B=256 128x128x64": 1.2,
+    "bmm bf16 B=96 2048x2048 K=64": 1.0,
 }
 
 
@@ -50,21 +56,48 @@ def read_floor_ms(x):
     return best
 
 
+@triton.jit
+def _stream_kernel(dst_ptr, n_dst, src_ptr, n_src, BLOCK: tl.constexpr):
+    # dst (the larger) gets src's elements, then zeros: each byte of both is moved once
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(src_ptr + offs, mask=offs < n_src, other=0.0)
+    tl.store(dst_ptr + offs, v, mask=offs < n_dst)
+
+
+def stream_floor_ms(a, b):
+    """The best median over block sizes and warps of writing a bmm output's bytes while reading its
+    operands' bytes (a fresh tensor of that size)."""
+    out_elems = a.shape[0] * a.shape[1] * b.shape[2]
+    src = torch.randn(a.numel() + b.numel(), device=a.device, dtype=a.dtype)
+    dst = torch.empty(out_elems, device=a.device, dtype=a.dtype)
+    best = float("inf")
+    for block in (1024, 2048, 4096, 8192):
+        for warps in (4, 8):
+            grid = triton.cdiv(out_elems, block)
+            ms = bench_ms(lambda: _stream_kernel[(grid,)](dst, out_elems, src, src.numel(), BLOCK=block,
+                                                          num_warps=warps))
+            best = min(best, ms)
+    return best
+
+
 def main():
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
     print(f"{'case':<34} {'MiB':>5} {'tiles ms':>9} {'torch ms':>9} {'floor ms':>9} {'floor GB/s':>10} "
           f"{'best possible':>13} {'target':>7}")
     for case in all_cases():
-        if case.name not in TARGETS:
+        if case.name not in TARGETS or (len(sys.argv) > 1 and sys.argv[1] not in case.name):
             continue
-        (x,) = case.make()
-        tiles_ms, torch_ms = bench_ms(lambda: case.tiles(x)), bench_ms(lambda: case.torch(x))
-        floor = read_floor_ms(x)
-        mib = x.numel() * x.element_size() / 2**20
-        print(f"{case.name:<34} {mib:>5.0f} {tiles_ms:>9.4f} {torch_ms:>9.4f} {floor:>9.4f} "
-              f"{x.numel() * x.element_size() / floor / 1e6:>10.0f} {torch_ms / floor:>12.2f}x "
-              f"{TARGETS[case.name]:>6.1f}x")
-        del x
+        inputs = case.make()
+        tiles_ms, torch_ms = bench_ms(lambda: case.tiles(*inputs)), bench_ms(lambda: case.torch(*inputs))
+        if len(inputs) == 1:
+            floor, moved = read_floor_ms(inputs[0]), inputs[0].numel() * inputs[0].element_size()
+        else:
+            a, b = inputs
+            floor = stream_floor_ms(a, b)
+            moved = (a.numel() + b.numel() + a.shape[0] * a.shape[1] * b.shape[2]) * a.element_size()
+        print(f"{case.name:<34} {moved / 2**20:>5.0f} {tiles_ms:>9.4f} {torch_ms:>9.4f} {floor:>9.4f} "
+              f"{moved / floor / 1e6:>10.0f} {torch_ms / floor:>12.2f}x {TARGETS[case.name]:>6.1f}x")
+        del inputs
         torch.cuda.empty_cache()
 
 

@@ -126,6 +126,41 @@ def test_hopper_path_many_tiles_and_batches():
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
+def batches_to_fill(m, n, dtype, times):
+    """The number of [m, n] output matrices whose bytes are `times` the GPU's L2 cache."""
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return max(1, round(times * l2 / (m * n * dtype.itemsize)))
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_streaming_store(dtype, layouts):
+    # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
+    # evict-first stores instead of TMA's; edge tiles in M and N
+    hopper_expected()
+    m, n, k = 1000, 2056, 72
+    batch = batches_to_fill(m, n, dtype, 1.2)
+    a = operand(layouts[0], batch, m, k, dtype)
+    b = operand(layouts[1], batch, k, n, dtype)
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+def test_hopper_store_choice_follows_output_size_and_k():
+    # the same short-K problem stores through TMA while its output fits in L2; long K never streams
+    hopper_expected()
+    dtype, m, n = torch.bfloat16, 1000, 2056
+    for batch, k, expected in [(batches_to_fill(m, n, dtype, 0.8), 128, HOPPER),
+                               (batches_to_fill(m, n, dtype, 1.2), 128, HOPPER + " streaming-store"),
+                               (batches_to_fill(m, n, dtype, 1.2), 136, HOPPER)]:
+        a = make_tensor((1, m, k), dtype, "cuda").expand(batch, m, k)  # a broadcast along the batch
+        b = make_tensor((batch, k, n), dtype, "cuda")
+        assert torch.ops.tiles._bmm_path(a, b) == expected, (batch, k)
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
 # Layouts the Hopper kernel cannot describe to TMA: they must take the general kernel, correctly.
 FALLBACKS = {
     "odd_K_rows": lambda dt: (make_tensor((2, 33, 17), dt, "cuda"), make_tensor((2, 17, 40), dt, "cuda")),

@@ -243,16 +243,27 @@ def test_bmm_output_over_2_31_elements_transposed_operands():
     _check_bmm(out, a, b)
 
 
-@pytest.mark.parametrize("cols", [32776, 32769], ids=["tma_store", "direct_store"])
-def test_bmm_hopper_output_over_2_31_elements(cols):
-    # the Hopper tensor-core kernel (sm_90 GPUs): K = 16, b's rows padded to 32776 elements so TMA can
-    # read them; N = 32776 takes the TMA-store epilogue, N = 32769 the direct stores
+HOPPER_STORES = {  # id: (N, K, the path bmm must name on an sm_90 GPU)
+    "streaming_store": (32776, 16, "hopper-wgmma streaming-store"),  # short K, output larger than L2
+    "tma_store": (32776, 136, "hopper-wgmma"),
+    "direct_store": (32769, 16, "hopper-wgmma"),  # rows of N elements are not 16-byte multiples
+}
+
+
+@pytest.mark.parametrize("store", HOPPER_STORES)
+def test_bmm_hopper_output_over_2_31_elements(store):
+    # the Hopper tensor-core kernel's three epilogues; b's rows are padded to 32776 elements so TMA can
+    # read them; with K = 136 only the first 16 k are nonzero, so every sum stays exact in bf16
     need_gib(8)
-    a = _small_ints((2, ROWS, 16), 12)
-    b = _small_ints((2, 16, 32776), 13)[:, :, :cols]
+    cols, k, expected = HOPPER_STORES[store]
+    a = torch.zeros(2, ROWS, k, dtype=BF16, device="cuda")
+    a[:, :, :16] = _small_ints((2, ROWS, 16), 12)
+    b = torch.zeros(2, k, 32776, dtype=BF16, device="cuda")
+    b[:, :16] = _small_ints((2, 16, 32776), 13)
+    b = b[:, :, :cols]
     assert 2 * ROWS * cols > 2 ** 31
     path = T._bmm_path(a, b)
     if torch.cuda.get_device_capability() == (9, 0) and "without sm_90a" not in path:
-        assert path == "hopper-wgmma", path
+        assert path == expected, path
     out = T.bmm(a, b)
-    _check_bmm(out, a, b, cols)
+    _check_bmm(out, a[:, :, :16], b[:, :16], cols)  # the k beyond 16 add zeros

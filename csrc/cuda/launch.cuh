@@ -19,6 +19,13 @@ inline int sm_count() {
   return sms;
 }
 
+// The current device's L2 cache size in bytes.
+inline int64_t l2_bytes() {
+  int bytes = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, c10::cuda::current_device()));
+  return bytes;
+}
+
 // A device's compute capability as major * 10 + minor (90 for an H100), asked once per device:
 // the bmm paths check it on every call.
 inline int compute_capability(int device) {

@@ -14,12 +14,13 @@
 // Either way consumer w's A rows start 8 KiB * w into the stage. Out-of-range rows, columns and k are
 // zero-filled by TMA, so edge tiles need no special case.
 //
-// Epilogue: each consumer converts its 64 x BN floats to the output type in two 8 KiB swizzled shared
-// buffers (one 64-column box each) and hands them to TMA stores, which clip at the matrix edges and
-// drain while the consumer goes on: a 128-wide tile in one go, a 256-wide one 64 columns at a time
-// through the alternating buffers (a whole-tile buffer would take 64 KiB, one operand stage). When
-// the output's rows are not 16-byte multiples (N % 8 != 0) TMA cannot address it, and the consumers
-// store straight from registers instead.
+// Epilogue (Store, chosen by bmm/hopper.cu): each consumer converts its 64 x BN floats to the output
+// type in two 8 KiB swizzled shared buffers (one 64-column box each) and hands them to TMA stores,
+// which clip at the matrix edges and drain while the consumer goes on: a 128-wide tile in one go, a
+// 256-wide one 64 columns at a time through the alternating buffers (a whole-tile buffer would take
+// 64 KiB, one operand stage). Or, when the kernel is a write stream, the consumer's own threads copy
+// the buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples
+// (N % 8 != 0) neither can address it, and the consumers store straight from registers instead.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,12 +32,19 @@
 
 namespace tiles::cuda::hopper {
 
+// How the consumers write an output tile.
+enum class Store : int {
+  tma,        // TMA bulk stores from the swizzled buffers (store_tile_tma)
+  streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
+  registers,  // bounds-checked stores straight from the accumulators (store_tile_direct)
+};
+
 // What the kernel needs besides the tensor maps. Batch strides of 0 broadcast an operand.
 struct GemmShape {
   int64_t batch, m, n, k;
   int tiles_m, tiles_n;
   bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
-  bool tma_store;                 // the output is described by map_c
+  Store store;                    // Store::tma: the output is described by map_c
 };
 
 template <int BN>
@@ -104,17 +112,33 @@ __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tile
 // warp * 16 + lane / 4 (+ 8) and columns 8 i + 2 (lane % 4) (+ 1) of the warpgroup's 64 x BN block:
 // acc[4 i + 2 half + {0, 1}].
 
-// Through shared memory and TMA, 64 columns (one box) at a time: each chunk is staged as [64 rows]
-// [64 columns] with the 128-byte swizzle (16-byte chunk index XOR row % 8), which also makes these
-// 4-byte writes free of bank conflicts, in the next of the kCBuffers buffers; before rewriting a
-// buffer, one thread waits until the store that last read it is done reading. When the buffers hold
-// the whole tile, it is written and stored in one go.
+// Columns 64 j .. 64 j + 63 of the warpgroup's 64 x BN block (`j` a compile-time constant once
+// unrolled), converted to T, into `buffer` as [64 rows][64 columns] with the 128-byte swizzle (16-byte
+// chunk index XOR row % 8), which also makes these 4-byte writes free of bank conflicts.
+template <class T>
+__device__ __forceinline__ void stage_chunk(const float* acc, uint8_t* buffer, int j) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = warp * 16 + lane / 4 + 8 * half;
+#pragma unroll
+    for (int ii = 0; ii < 8; ++ii) {
+      const int i = 8 * j + ii;
+      uint8_t* dst = buffer + row * 128 + ((ii ^ (row % 8)) * 16) + 4 * (lane % 4);
+      store_pair(reinterpret_cast<T*>(dst), acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+    }
+  }
+}
+
+// Through shared memory and TMA, 64 columns (one box) at a time: each chunk is staged (stage_chunk)
+// in the next of the kCBuffers buffers; before rewriting a buffer, one thread waits until the store
+// that last read it is done reading. When the buffers hold the whole tile, it is written and stored
+// in one go.
 template <class T, int BN>
 __device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffers, const CUtensorMap* map_c,
                                                const GemmShape& shape, const TileCoord& tc, int w) {
   using Cfg = TileConfig<BN>;
   constexpr int kChunks = BN / 64, kPerGroup = Cfg::kWholeTile ? kChunks : 1;  // chunks per store group
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const bool leader = threadIdx.x % 128 == 0;
   const int m0 = tc.tm * Cfg::BM + 64 * w;
 #pragma unroll
@@ -125,19 +149,7 @@ __device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffer
     }
     named_barrier(1 + w, 128);
 #pragma unroll
-    for (int j = j0; j < j0 + kPerGroup; ++j) {
-      uint8_t* buffer = buffers + (j % Cfg::kCBuffers) * Cfg::kChunkBytes;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = warp * 16 + lane / 4 + 8 * half;
-#pragma unroll
-        for (int ii = 0; ii < 8; ++ii) {
-          const int i = 8 * j + ii;
-          uint8_t* dst = buffer + row * 128 + ((ii ^ (row % 8)) * 16) + 4 * (lane % 4);
-          store_pair(reinterpret_cast<T*>(dst), acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
-        }
-      }
-    }
+    for (int j = j0; j < j0 + kPerGroup; ++j) stage_chunk<T>(acc, buffers + (j % Cfg::kCBuffers) * Cfg::kChunkBytes, j);
     fence_async_shared();
     named_barrier(1 + w, 128);
     if (leader) {
@@ -148,6 +160,44 @@ __device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffer
           tma_store_3d(map_c, buffers + (j % Cfg::kCBuffers) * Cfg::kChunkBytes, n0, m0, int(tc.batch));
       }
       bulk_commit();
+    }
+  }
+}
+
+// The tile staged in the same swizzled buffers, kCBuffers chunks at a time, then written by the
+// consumer's 128 threads as 16-byte stores (a warp covers whole 128-byte lines) marked evict-first
+// (`st.global.cs`): the lines leave L2 in about the order they were written instead of pushing out the
+// operands, and nothing waits for a bulk store to finish reading a buffer, which is free again once
+// every thread has loaded its pieces.
+template <class T, int BN>
+__device__ __forceinline__ void store_tile_streaming(const float* acc, uint8_t* buffers, T* c, const GemmShape& shape,
+                                                     const TileCoord& tc, int w) {
+  using Cfg = TileConfig<BN>;
+  constexpr int kChunks = BN / 64, kPerGroup = Cfg::kCBuffers;
+  // A group's 16-byte pieces, 8 per chunk row; thread t takes pieces t, t + 128, ...
+  constexpr int kPieces = 64 * 8 * kPerGroup, kPerThread = kPieces / 128;
+  const int t = threadIdx.x % 128;
+  const int64_t m0 = int64_t(tc.tm) * Cfg::BM + 64 * w;
+  T* c_batch = c + tc.batch * shape.m * shape.n;
+#pragma unroll
+  for (int j0 = 0; j0 < kChunks; j0 += kPerGroup) {
+    named_barrier(1 + w, 128);  // every thread is done reading the buffers
+#pragma unroll
+    for (int jj = 0; jj < kPerGroup; ++jj) stage_chunk<T>(acc, buffers + jj * Cfg::kChunkBytes, j0 + jj);
+    named_barrier(1 + w, 128);
+    // Every piece is loaded before the first store: a generic store could alias shared memory, which
+    // would keep each load behind the previous store.
+    uint4 piece[kPerThread];
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int p = q * 128 + t, row = p / (8 * kPerGroup), jj = (p / 8) % kPerGroup, cc = p % 8;
+      piece[q] = *reinterpret_cast<const uint4*>(buffers + jj * Cfg::kChunkBytes + row * 128 + ((cc ^ (row % 8)) * 16));
+    }
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      const int p = q * 128 + t, row = p / (8 * kPerGroup), jj = (p / 8) % kPerGroup, cc = p % 8;
+      const int64_t m = m0 + row, n = int64_t(tc.tn) * BN + 64 * (j0 + jj) + 8 * cc;
+      if (m < shape.m && n < shape.n) __stcs(reinterpret_cast<uint4*>(c_batch + m * shape.n + n), piece[q]);
     }
   }
 }
@@ -285,13 +335,14 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     fence_registers(acc, BN / 2);
     if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
 
-    if (shape.tma_store) {
-      store_tile_tma<T, BN>(acc, c_stage + w * (Cfg::kCBytes / 2), &map_c, shape, tc, w);
-    } else {
-      store_tile_direct<T, BN>(acc, c, shape, tc, w);
+    uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
+    switch (shape.store) {
+      case Store::tma: store_tile_tma<T, BN>(acc, buffers, &map_c, shape, tc, w); break;
+      case Store::streaming: store_tile_streaming<T, BN>(acc, buffers, c, shape, tc, w); break;
+      case Store::registers: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
     }
   }
-  if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }
 

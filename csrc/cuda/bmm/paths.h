@@ -40,6 +40,9 @@ namespace hopper {
 // when not and `why` is given, says why.
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
+// Whether the kernel writes p's output with the threads' evict-first stores (short K, an output larger
+// than L2) rather than TMA's (bmm/hopper.cu).
+bool streams_output(const BmmProblem& p);
 }  // namespace hopper
 
 namespace hopper_tf32 {
