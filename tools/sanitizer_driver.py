@@ -68,6 +68,14 @@ for dtype in (torch.bfloat16, torch.float16):
             torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
             check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w), ref, 2e-2 * k ** 0.5)
 
+# The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M, N).
+if dev == "cuda":
+    mm, k, n = 1000, 72, 2056
+    b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
+    a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
+    check(f"bmm bf16 {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
+    del a, w
+
 # Backward of every op: the autograd formulas launch the kernels above in other layouts.
 x = rand(16, 24, requires_grad=True)
 w = rand(24, 8, requires_grad=True)
