@@ -81,7 +81,8 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
 }
 
 // ---- rows, short: `width` lanes per row, kThreads / width rows per block -------------------------
-// At most 40 registers, so 6 blocks are resident per SM: a grid of short rows is often a single wave.
+// 46-48 registers for float rows in 16-byte vectors, up to 62 for bf16 (ptxas, sm_90a): 4-5 blocks are
+// resident per SM.
 template <class scalar_t, ReduceFn F, int VEC>
 __global__ void __launch_bounds__(kThreads)
 short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
@@ -266,9 +267,9 @@ template <class scalar_t, ReduceFn F, int VEC>
 void launch_columns(const ReduceProblem& p, int64_t row_stride) {
   const int64_t sms = sm_count();
   const int64_t col_blocks = (p.num_out / VEC + kColThreads - 1) / kColThreads;
-  // Enough row segments for ~4 blocks per SM, each segment at least 64 rows: one wave (5 blocks of
-  // 46 registers a thread fit per SM; at ~8 per SM a second, partial wave ran on its own). H100, 4096 x
-  // 8192 dim 0: 4 to 8 segments 60.9-61.3 us, 10 segments 62.0, 17 (8 per SM) 62.8.
+  // Enough row segments for ~4 blocks per SM, each segment at least 64 rows: one wave (the float
+  // kernel's 46 registers a thread let 5 blocks fit per SM; at ~8 per SM a second, partial wave ran
+  // on its own). H100, 4096 x 8192 dim 0: 4 to 8 segments 60.9-61.3 us, 10 62.0, 17 (8 per SM) 62.8.
   int64_t segments = std::max<int64_t>(1, std::min((4 * sms + col_blocks - 1) / col_blocks, p.num_in / 64));
   at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
   const dim3 grid(unsigned(col_blocks), unsigned(std::min<int64_t>(segments, 65535)));
