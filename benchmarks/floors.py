@@ -68,6 +68,7 @@ def stream_floor_ms(a, b):
     """The best median over block sizes and warps of writing a bmm output's bytes while reading its
     operands' bytes (a fresh tensor of that size)."""
     out_elems = a.shape[0] * a.shape[1] * b.shape[2]
+    assert a.numel() + b.numel() <= out_elems, "the kernel reads only as many elements as it writes"
     src = torch.randn(a.numel() + b.numel(), device=a.device, dtype=a.dtype)
     dst = torch.empty(out_elems, device=a.device, dtype=a.dtype)
     best = float("inf")

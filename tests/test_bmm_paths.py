@@ -3,7 +3,8 @@
 ``torch.ops.tiles._bmm_path(a, b)`` names the kernel bmm runs. On an sm_90 GPU with a build that has
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
-multiples of the tile sizes); float32 operands of which one is K-major take the Hopper TF32 kernel
+multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
+than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer; everything else falls back to the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
@@ -72,7 +73,7 @@ def operand(layout, batch, rows, cols, dtype):
 
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
-# takes the direct-store epilogue, N % 8 == 0 the TMA-store one. The last two have enough 256-wide
+# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The last two have enough 256-wide
 # tiles (at least one per SM) and K > 128, so they run the 256-wide kernel (chunked TMA-store
 # epilogue), the others the 128-wide one.
 SHAPES = [

@@ -73,7 +73,10 @@ if dev == "cuda":
     mm, k, n = 1000, 72, 2056
     b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
     a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
-    check(f"bmm bf16 {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
+    path = T._bmm_path(a, w)
+    if path.startswith("hopper-wgmma") and path != "hopper-wgmma streaming-store":
+        bad.append(f"streaming-store case took {path}")  # the plan changed: this case no longer covers it
+    check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
     del a, w
 
 # Backward of every op: the autograd formulas launch the kernels above in other layouts.

@@ -56,12 +56,13 @@ Plan plan(const BmmProblem& p) {
   const bool short_k = p.k <= 128;
   const int bn = p.n > 128 && wide_tiles >= sm_count() && !short_k ? 256 : 128;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
-  // evict-first stores beat TMA's (H100, same-run cuBLAS: 96 x 2048^2 K=64 1.03x against 0.92-0.96x,
-  // 48 x 2048^2 K=128 1.00x against 0.98x, 64 x 1024^2 K=64 0.99x against 0.97x). An output that
-  // fits in L2 stays there after the kernel, and TMA's stores are as fast or faster (8 x 4096 x 512
+  // evict-first stores beat TMA's (H100, same-run cuBLAS, both stores in one build: 96 x 2048^2 K=64
+  // 1.03x against 0.92-0.96x, 48 x 2048^2 K=128 1.00x against 0.98x, 64 x 1024^2 K=64 0.99x against
+  // 0.97x; the results file after the change, on another machine: K=64 0.99x, from 0.94x). An output
+  // that fits in L2 stays there after the kernel, and TMA's stores are as fast or faster (8 x 4096 x 512
   // K=32: 1.07x against 1.02x); with long K they cost the mainloop (8 x 2048^2 K=256: 0.90x against 1.03x).
   Store store = Store::tma;
-  if (!output_layout(p).ok) store = Store::registers;
+  if (!output_layout(p).ok) store = Store::direct;
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes()) store = Store::streaming;
   return {bn, store};
 }

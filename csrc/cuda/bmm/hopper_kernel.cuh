@@ -36,7 +36,7 @@ namespace tiles::cuda::hopper {
 enum class Store : int {
   tma,        // TMA bulk stores from the swizzled buffers (store_tile_tma)
   streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
-  registers,  // bounds-checked stores straight from the accumulators (store_tile_direct)
+  direct,     // bounds-checked stores straight from the accumulators (store_tile_direct)
 };
 
 // What the kernel needs besides the tensor maps. Batch strides of 0 broadcast an operand.
@@ -165,17 +165,24 @@ __device__ __forceinline__ void store_tile_tma(const float* acc, uint8_t* buffer
 }
 
 // The tile staged in the same swizzled buffers, kCBuffers chunks at a time, then written by the
-// consumer's 128 threads as 16-byte stores (a warp covers whole 128-byte lines) marked evict-first
-// (`st.global.cs`): the lines leave L2 in about the order they were written instead of pushing out the
-// operands, and nothing waits for a bulk store to finish reading a buffer, which is free again once
-// every thread has loaded its pieces.
+// consumer's 128 threads as 16-byte stores (each warp writes two contiguous 256-byte row segments)
+// marked evict-first (`st.global.cs`): the lines leave L2 in about the order they were written instead
+// of pushing out the operands, and nothing waits for a bulk store to finish reading a buffer, which is
+// free again once every thread has loaded its pieces. Needs rows of 16-byte multiples (N % 8 == 0)
+// and a 16-byte-aligned output, as the TMA store does.
 template <class T, int BN>
 __device__ __forceinline__ void store_tile_streaming(const float* acc, uint8_t* buffers, T* c, const GemmShape& shape,
                                                      const TileCoord& tc, int w) {
   using Cfg = TileConfig<BN>;
   constexpr int kChunks = BN / 64, kPerGroup = Cfg::kCBuffers;
-  // A group's 16-byte pieces, 8 per chunk row; thread t takes pieces t, t + 128, ...
+  static_assert(kChunks % kPerGroup == 0, "a store group is kCBuffers whole chunks");
+  // A group's 16-byte pieces, 8 per chunk row; thread t takes pieces t, t + 128, ...; piece p is
+  // column block cc of row `row` of the group's chunk jj.
   constexpr int kPieces = 64 * 8 * kPerGroup, kPerThread = kPieces / 128;
+  struct Piece {
+    int row, jj, cc;
+  };
+  auto piece_of = [](int p) { return Piece{p / (8 * kPerGroup), (p / 8) % kPerGroup, p % 8}; };
   const int t = threadIdx.x % 128;
   const int64_t m0 = int64_t(tc.tm) * Cfg::BM + 64 * w;
   T* c_batch = c + tc.batch * shape.m * shape.n;
@@ -187,17 +194,17 @@ __device__ __forceinline__ void store_tile_streaming(const float* acc, uint8_t* 
     named_barrier(1 + w, 128);
     // Every piece is loaded before the first store: a generic store could alias shared memory, which
     // would keep each load behind the previous store.
-    uint4 piece[kPerThread];
+    uint4 v[kPerThread];
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
-      const int p = q * 128 + t, row = p / (8 * kPerGroup), jj = (p / 8) % kPerGroup, cc = p % 8;
-      piece[q] = *reinterpret_cast<const uint4*>(buffers + jj * Cfg::kChunkBytes + row * 128 + ((cc ^ (row % 8)) * 16));
+      const Piece pc = piece_of(q * 128 + t);
+      v[q] = *reinterpret_cast<const uint4*>(buffers + pc.jj * Cfg::kChunkBytes + pc.row * 128 + ((pc.cc ^ (pc.row % 8)) * 16));
     }
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
-      const int p = q * 128 + t, row = p / (8 * kPerGroup), jj = (p / 8) % kPerGroup, cc = p % 8;
-      const int64_t m = m0 + row, n = int64_t(tc.tn) * BN + 64 * (j0 + jj) + 8 * cc;
-      if (m < shape.m && n < shape.n) __stcs(reinterpret_cast<uint4*>(c_batch + m * shape.n + n), piece[q]);
+      const Piece pc = piece_of(q * 128 + t);
+      const int64_t m = m0 + pc.row, n = int64_t(tc.tn) * BN + 64 * (j0 + pc.jj) + 8 * pc.cc;
+      if (m < shape.m && n < shape.n) __stcs(reinterpret_cast<uint4*>(c_batch + m * shape.n + n), v[q]);
     }
   }
 }
@@ -339,7 +346,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     switch (shape.store) {
       case Store::tma: store_tile_tma<T, BN>(acc, buffers, &map_c, shape, tc, w); break;
       case Store::streaming: store_tile_streaming<T, BN>(acc, buffers, c, shape, tc, w); break;
-      case Store::registers: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
+      case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
     }
   }
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
