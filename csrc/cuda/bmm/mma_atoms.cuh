@@ -55,7 +55,8 @@ struct M16N8Accumulator {
 // the instruction; the A100's only DMMA shape, m8n8k4, reaches half the H100's FP64 tensor peak (the
 // DP tensor pipe was 68% busy at 22 TFLOP/s), so older GPUs run an m16n8k8 as four m8n8k4, whose A,
 // B and C fragments are the m16n8k8 ones split into row and k halves. Only the fp64 kernel
-// (bmm/dmma_kernel.cuh) uses it, and fills the fragments itself with 16-byte loads.
+// (bmm/dmma_kernel.cuh) uses it, and fills the fragments itself: one 8-byte shared-memory load
+// straight into each operand register.
 struct F64 : M16N8Accumulator {
   using Elem = double;
   using Acc = double;
