@@ -26,6 +26,10 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
 constexpr int64_t kBlockRowMin = 16384;  // rows at least this long get a block each
+// A split row's segments: 64 KiB of vectors each (more when that would make over kMaxSplitBlocksPerSm
+// blocks per SM, whose partials the second pass would have to read), one block apiece (launch_rows).
+constexpr int64_t kSegmentVectors = 4096;
+constexpr int64_t kMaxSplitBlocksPerSm = 128;
 
 // Combines v across aligned groups of `width` lanes (a power of two <= 32); every lane gets the result.
 template <class R, class Acc>
@@ -103,20 +107,20 @@ short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, St
 }
 
 // ---- rows, long: a block per (row, segment); segments > 1 write partials for finish_kernel -------
+// Segment s of a row is its vectors [s * seg_vec, (s + 1) * seg_vec), the block's threads striding over them.
 template <class scalar_t, ReduceFn F, int VEC>
 __global__ void __launch_bounds__(kThreads)
 long_rows_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ partial, const scalar_t* __restrict__ x,
-                 StridedIndexer<1> outer, int64_t num_out, int64_t num_in, int64_t segments) {
+                 StridedIndexer<1> outer, int64_t num_out, int64_t num_in, int64_t segments, int64_t seg_vec) {
   using Acc = opmath_t<scalar_t>;
   using R = Reducer<F, Acc>;
   const int64_t n_vec = num_in / VEC;
   for (int64_t job = blockIdx.x; job < num_out * segments; job += gridDim.x) {
     const int64_t o = job / segments, s = job % segments;
-    // Segment s takes every segments-th run of kThreads vectors: the blocks running at any moment
-    // read one narrow window of the row, as the contiguous map kernel does, instead of ~1000 far-apart streams.
-    const scalar_t* row = x + outer.offsets(o)[0];
-    const Acc acc = block_reduce<R>(
-        accumulate_row<R, scalar_t, VEC, kUnroll>(row, n_vec, s * kThreads + threadIdx.x, segments * kThreads, R::identity()));
+    const int64_t begin = s * seg_vec, end = std::min(n_vec, begin + seg_vec);
+    const scalar_t* segment = x + outer.offsets(o)[0] + begin * VEC;
+    Acc acc = accumulate_row<R, scalar_t, VEC, kUnroll>(segment, end - begin, threadIdx.x, kThreads, R::identity());
+    acc = block_reduce<R>(acc);
     if (threadIdx.x == 0) {
       if (segments == 1) out[o] = scalar_t(R::finish(acc, num_in));
       else partial[s * num_out + o] = acc;
@@ -179,22 +183,36 @@ columns_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ part
 }
 
 // ---- the second pass: out[o] combines partial[s * num_out + o] over s, in order ------------------
-// A thread per output when there are many; a block per output (threads striding over s) when few.
+// A thread per output when there are many; a block per output (threads striding over s) when few,
+// each thread loading kUnroll partials before it combines them (thousands of partials for one output:
+// one L2 round trip per partial would take longer than reading them).
+constexpr int kFinishThreads = 1024;
+
 template <class scalar_t, ReduceFn F>
 __global__ void finish_kernel(scalar_t* __restrict__ out, const opmath_t<scalar_t>* __restrict__ partial,
                               int64_t num_out, int64_t segments, int64_t count, bool block_per_output) {
-  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = opmath_t<scalar_t>;
+  using R = Reducer<F, Acc>;
   if (block_per_output) {
     for (int64_t o = blockIdx.x; o < num_out; o += gridDim.x) {
-      auto acc = R::identity();
-      for (int64_t s = threadIdx.x; s < segments; s += blockDim.x) acc = R::combine(acc, partial[s * num_out + o]);
+      Acc acc = R::identity();
+      for (int64_t s0 = threadIdx.x; s0 < segments; s0 += kUnroll * int64_t(blockDim.x)) {
+        Acc v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t s = s0 + u * int64_t(blockDim.x);
+          v[u] = s < segments ? partial[s * num_out + o] : R::identity();
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc = R::combine(acc, v[u]);
+      }
       acc = block_reduce<R>(acc);
       if (threadIdx.x == 0) out[o] = scalar_t(R::finish(acc, count));
     }
     return;
   }
   for (int64_t o = global_thread(); o < num_out; o += grid_threads()) {
-    auto acc = R::identity();
+    Acc acc = R::identity();
     for (int64_t s = 0; s < segments; ++s) acc = R::combine(acc, partial[s * num_out + o]);
     out[o] = scalar_t(R::finish(acc, count));
   }
@@ -228,7 +246,7 @@ template <class scalar_t, ReduceFn F>
 void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   const bool block_per_output = p.num_out < 4 * sm_count();
   const unsigned blocks = block_per_output ? unsigned(p.num_out) : grid_stride_blocks(p.num_out, kThreads);
-  finish_kernel<scalar_t, F><<<blocks, kThreads, 0, current_stream()>>>(
+  finish_kernel<scalar_t, F><<<blocks, block_per_output ? kFinishThreads : kThreads, 0, current_stream()>>>(
       p.out.data_ptr<scalar_t>(), part.const_data_ptr<opmath_t<scalar_t>>(), p.num_out, segments, p.num_in,
       block_per_output);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -250,15 +268,27 @@ void launch_rows(const ReduceProblem& p) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-  // Split rows only when there are too few to give every SM several blocks; keep segments long.
-  const int64_t wanted_blocks = 16 * sms;
-  int64_t segments = 1;
-  if (p.num_out < wanted_blocks)
-    segments = std::max<int64_t>(1, std::min((wanted_blocks + p.num_out - 1) / p.num_out, p.num_in / (2 * kBlockRowMin)));
+  // Split rows only when there are too few to give every SM several blocks: then into segments of
+  // kSegmentVectors, each a block of its own, which the hardware hands out as SMs free up, so the
+  // blocks finish together. H100, do_bench (torch / tiles), segment vectors 2048 / 4096 / 8192 / 16384
+  // against the split this replaced (~16 blocks per SM, each reading every 16 * SMs-th run of 256
+  // vectors: two waves, and the second's blocks finishing unevenly): float 2^28 all 1.018 / 1.014 /
+  // 1.014 / 1.009 against 1.005; bf16 2^28 all 1.010 / 1.015 / 1.021 / 1.022 against 0.969; float
+  // 2^22 all 1.019 / 1.031 / 0.961 / 0.827 against 0.911 (8192 leaves 128 blocks for 132 SMs); float
+  // 8 x 2^25 rows 1.028 / 1.024 / 1.024 / 1.019 against 1.021.
+  const int64_t n_vec = p.num_in / VEC;
+  int64_t segments = 1, seg_vec = n_vec;
+  if (p.num_out < 16 * sms) {
+    const int64_t most_blocks = kMaxSplitBlocksPerSm * sms;
+    seg_vec = std::max(kSegmentVectors, (p.num_out * n_vec + most_blocks - 1) / most_blocks);
+    segments = std::max<int64_t>(1, (n_vec + seg_vec - 1) / seg_vec);
+  }
   at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
-  const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, sms * 32));
+  // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
+  const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
   long_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(
-      out, segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr, x, p.outer, p.num_out, p.num_in, segments);
+      out, segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr, x, p.outer, p.num_out, p.num_in, segments,
+      seg_vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
