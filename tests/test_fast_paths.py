@@ -189,11 +189,12 @@ def test_reduce_short_rows(rows, cols, fn, dtype, device):
 
 @dtypes
 @pytest.mark.parametrize("fn", REDUCE_FNS)
-@pytest.mark.parametrize("rows,cols", [(3, 4096), (2, 10001), (300, 8192 + 4), (1, 1 << 20), (1, (1 << 20) + 4000),
-                                       (3, (1 << 18) + 8)])
+@pytest.mark.parametrize("rows,cols", [(3, 4096), (5, 8192), (2, 10001), (300, 8192 + 4), (1, 1 << 20),
+                                       (1, (1 << 20) + 4000), (3, (1 << 18) + 8)])
 def test_reduce_long_rows_split_or_not(rows, cols, fn, dtype, device):
-    # on CUDA, few rows are split into segments of 4096 vectors (16-byte ones when the rows allow), the
-    # last one partial for 2 x 10001 and the last two shapes
+    # on CUDA, rows of 32 KiB or more get a block each (5 x 8192: exactly 32 KiB in float32); few rows
+    # are split into segments of 4096 vectors (16-byte ones when the rows allow), the last one partial
+    # for 2 x 10001 and the last two shapes
     x = _reduce_input((rows, cols), fn, dtype, device)
     assert_reduce_close(T.reduce(x, [-1], fn), x, [-1], fn)
 
