@@ -25,7 +25,6 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
-constexpr int kShortThreads = 128;  // blocks of the short-row kernel (launch_rows)
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
 // A split row's segments: 64 KiB of vectors each (more when that would make over kMaxSplitBlocksPerSm
 // blocks per SM, whose partials the second pass would have to read), one block apiece (launch_rows).
@@ -85,16 +84,16 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
   return acc;
 }
 
-// ---- rows, short: `width` lanes per row, kShortThreads / width rows per block --------------------
-// 46-48 registers for float rows in 16-byte vectors, up to 62 for bf16 (ptxas, sm_90a, at 256 threads
-// a block): 8-10 blocks are resident per SM.
+// ---- rows, short: `width` lanes per row, kThreads / width rows per block -------------------------
+// 46-48 registers for float rows in 16-byte vectors, up to 62 for bf16 (ptxas, sm_90a): 4-5 blocks are
+// resident per SM.
 template <class scalar_t, ReduceFn F, int VEC>
-__global__ void __launch_bounds__(kShortThreads)
+__global__ void __launch_bounds__(kThreads)
 short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
                   int64_t num_out, int64_t num_in, int width) {
   using Acc = opmath_t<scalar_t>;
   using R = Reducer<F, Acc>;
-  const int rows_per_block = kShortThreads / width;
+  const int rows_per_block = kThreads / width;
   const int lane = threadIdx.x % width;
   for (int64_t base = int64_t(blockIdx.x) * rows_per_block; base < num_out; base += int64_t(gridDim.x) * rows_per_block) {
     const int64_t o = base + threadIdx.x / width;  // every lane iterates alike: shuffles stay converged
@@ -265,15 +264,13 @@ void launch_rows(const ReduceProblem& p) {
   if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes) {
     // Lanes per row: about 4 vectors per lane, at most a warp. (Covering a row with fewer lanes of
     // kUnroll vectors each halved the threads in flight and measured slower for 64-element rows.)
-    // Blocks of 128 threads rather than 256: 65536 x 64 float 1.62x against 1.53x (medians of six
-    // rounds; 1.54-1.62 against 1.52-1.60), bf16 4096 x 8192 1.10x against 1.08x, others within 1%.
+    // (Blocks of 128 threads measured 1.62x against 1.53x on 65536 x 64 float in one sweep, rounds
+    // overlapping, and 1.48x in the results run after it, against 1.57x with 256 before: not kept.)
     int width = 1;
     while (width < kWarp && width * VEC * 4 < p.num_in) width *= 2;
-    const int64_t rows_per_block = kShortThreads / width;
-    const unsigned blocks =
-        unsigned(std::min<int64_t>((p.num_out + rows_per_block - 1) / rows_per_block, sms * 16 * kThreads / kShortThreads));
-    short_rows_kernel<scalar_t, F, VEC><<<blocks, kShortThreads, 0, current_stream()>>>(out, x, p.outer, p.num_out,
-                                                                                       p.num_in, width);
+    const int64_t rows_per_block = kThreads / width;
+    const unsigned blocks = unsigned(std::min<int64_t>((p.num_out + rows_per_block - 1) / rows_per_block, sms * 16));
+    short_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(out, x, p.outer, p.num_out, p.num_in, width);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
