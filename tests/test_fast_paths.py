@@ -189,14 +189,23 @@ def test_reduce_short_rows(rows, cols, fn, dtype, device):
 
 @dtypes
 @pytest.mark.parametrize("fn", REDUCE_FNS)
-@pytest.mark.parametrize("rows,cols", [(3, 4096), (5, 8192), (2, 10001), (300, 8192 + 4), (1, 1 << 20),
-                                       (1, (1 << 20) + 4000), (3, (1 << 18) + 8)])
+@pytest.mark.parametrize("rows,cols", [(3, 4096), (5, 8188), (5, 8192), (5, 16384), (2, 10001), (300, 8192 + 4),
+                                       (1, 1 << 20), (1, (1 << 20) + 4000), (3, (1 << 18) + 8)])
 def test_reduce_long_rows_split_or_not(rows, cols, fn, dtype, device):
-    # on CUDA, rows of 32 KiB or more get a block each (5 x 8192: exactly 32 KiB in float32); few rows
-    # are split into segments of 4096 vectors (16-byte ones when the rows allow), the last one partial
-    # for 2 x 10001 and the last two shapes
+    # on CUDA, rows of 32 KiB or more get a block each (float32: 8192 elements exactly, 8188 just under;
+    # half types: 16384); few of them are split into segments of about 4096 vectors (16-byte ones when
+    # the rows allow, else elements), the last one shorter unless the row divides evenly
     x = _reduce_input((rows, cols), fn, dtype, device)
     assert_reduce_close(T.reduce(x, [-1], fn), x, [-1], fn)
+
+
+@dtypes
+@pytest.mark.parametrize("start", [8, 1], ids=["aligned", "misaligned"])
+def test_reduce_split_rows_of_a_wider_matrix(start, dtype, device):
+    # split rows whose stride is not their length: 16-byte vectors from an aligned start, elements otherwise
+    x = _rand((3, (1 << 18) + 16), dtype, device)[:, start:]
+    for fn in ("sum", "max"):
+        assert_reduce_close(T.reduce(x, [1], fn), x, [1], fn)
 
 
 @dtypes

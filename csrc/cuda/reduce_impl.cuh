@@ -8,8 +8,9 @@
 //            a row-major matrix): threads own neighbouring columns, so every load is coalesced;
 //            the rows are split across blocks, partials combined by the second kernel.
 //   generic  anything else: one block per output, threads striding over its elements.
-// Every combination order depends only on the shape and the GPU's SM count, never on timing: the
-// result is the same bits run to run. Half types accumulate in float32.
+// Every combination order depends only on the shape, the input's 16-byte alignment (which picks the
+// vector width) and the GPU's SM count, never on timing: the result is the same bits run to run. Half
+// types accumulate in float32.
 #pragma once
 
 #include <ATen/ops/empty.h>
@@ -26,8 +27,9 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
-// A split row's segments: 64 KiB of vectors each (more when that would make over kMaxSplitBlocksPerSm
-// blocks per SM, whose partials the second pass would have to read), one block apiece (launch_rows).
+// A split row's segments: about 4096 vectors each (64 KiB in 16-byte vectors; rows that cannot take them
+// count single elements), longer where that would make over kMaxSplitBlocksPerSm blocks per SM, whose
+// partials the second pass would have to read; one block apiece (launch_rows).
 constexpr int64_t kSegmentVectors = 4096;
 constexpr int64_t kMaxSplitBlocksPerSm = 128;
 
@@ -182,15 +184,16 @@ columns_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ part
   }
 }
 
-// ---- the second pass: out[o] combines partial[s * num_out + o] over s, in order ------------------
+// ---- the second pass: out[o] combines partial[s * num_out + o] over s, in a fixed order ----------
 // A thread per output when there are many; a block per output (threads striding over s) when few,
 // each thread loading kUnroll partials before it combines them (thousands of partials for one output:
 // one L2 round trip per partial would take longer than reading them).
-constexpr int kFinishThreads = 1024;
+constexpr int kFinishThreads = 1024;  // at most, per block
 
 template <class scalar_t, ReduceFn F>
-__global__ void finish_kernel(scalar_t* __restrict__ out, const opmath_t<scalar_t>* __restrict__ partial,
-                              int64_t num_out, int64_t segments, int64_t count, bool block_per_output) {
+__global__ void __launch_bounds__(kFinishThreads)
+finish_kernel(scalar_t* __restrict__ out, const opmath_t<scalar_t>* __restrict__ partial, int64_t num_out,
+              int64_t segments, int64_t count, bool block_per_output) {
   using Acc = opmath_t<scalar_t>;
   using R = Reducer<F, Acc>;
   if (block_per_output) {
@@ -246,7 +249,11 @@ template <class scalar_t, ReduceFn F>
 void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   const bool block_per_output = p.num_out < 4 * sm_count();
   const unsigned blocks = block_per_output ? unsigned(p.num_out) : grid_stride_blocks(p.num_out, kThreads);
-  finish_kernel<scalar_t, F><<<blocks, block_per_output ? kFinishThreads : kThreads, 0, current_stream()>>>(
+  // A block per output: enough warps for kUnroll partials per thread, up to kFinishThreads.
+  const int64_t loaders = (segments + kUnroll - 1) / kUnroll;
+  const int threads = block_per_output ? int(std::min<int64_t>(kFinishThreads, (loaders + kWarp - 1) / kWarp * kWarp))
+                                       : kThreads;
+  finish_kernel<scalar_t, F><<<blocks, threads, 0, current_stream()>>>(
       p.out.data_ptr<scalar_t>(), part.const_data_ptr<opmath_t<scalar_t>>(), p.num_out, segments, p.num_in,
       block_per_output);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -260,7 +267,9 @@ void launch_rows(const ReduceProblem& p) {
   // Rows under 32 KiB: a group of lanes each; longer: a block each. H100, do_bench (torch / tiles), a
   // block per row against a warp: float 4096 x 8192 (32 KiB rows) sum 1.035x against 1.028x, max
   // 1.062x against 1.015x; bf16 4096 x 8192 (16 KiB) 0.953x against 1.084x; float 16384 x 4096
-  // (16 KiB) 1.042x against 1.023x (the rule keeps a warp: bf16 and float rows alike, by bytes).
+  // (16 KiB) 1.042x against 1.023x. Those last two have the same rows, 1024 16-byte vectors, so what
+  // decided them is the row count or the total size, not the dtype; 32 KiB keeps both measured 16 KiB
+  // cases on a warp, a compromise. (float64 rows of 4096-8191 elements moved to a block unmeasured.)
   if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes) {
     // Lanes per row: about 4 vectors per lane, at most a warp. (Covering a row with fewer lanes of
     // kUnroll vectors each halved the threads in flight and measured slower for 64-element rows.)
@@ -275,7 +284,7 @@ void launch_rows(const ReduceProblem& p) {
     return;
   }
   // Split rows only when there are too few to give every SM several blocks: then into segments of
-  // kSegmentVectors, each a block of its own, which the hardware hands out as SMs free up, so the
+  // about kSegmentVectors, each a block of its own, which the hardware hands out as SMs free up, so the
   // blocks finish together. H100, do_bench (torch / tiles), segment vectors 2048 / 4096 / 8192 / 16384
   // against the split this replaced (~16 blocks per SM, each reading every 16 * SMs-th run of 256
   // vectors: two waves, and the second's blocks finishing unevenly): float 2^28 all 1.018 / 1.014 /
@@ -285,9 +294,10 @@ void launch_rows(const ReduceProblem& p) {
   const int64_t n_vec = p.num_in / VEC;
   int64_t segments = 1, seg_vec = n_vec;
   if (p.num_out < 16 * sms) {
-    const int64_t most_blocks = kMaxSplitBlocksPerSm * sms;
-    seg_vec = std::max(kSegmentVectors, (p.num_out * n_vec + most_blocks - 1) / most_blocks);
-    segments = std::max<int64_t>(1, (n_vec + seg_vec - 1) / seg_vec);
+    const int64_t most_segments = std::max<int64_t>(1, kMaxSplitBlocksPerSm * sms / p.num_out);
+    segments = std::min((n_vec + kSegmentVectors - 1) / kSegmentVectors, most_segments);
+    seg_vec = (n_vec + segments - 1) / segments;
+    segments = (n_vec + seg_vec - 1) / seg_vec;  // all seg_vec long but the last: none left empty
   }
   at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
