@@ -40,9 +40,12 @@ bool can_run(const BmmProblem& p, const char** why) {
 
 namespace {
 
-// The tile width and the output store for a problem, which bmm and the path name share.
+// The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
   int bn;
+  int tiles_m, tiles_n;
+  int grid;
+  OperandLayout out;  // the output as TMA sees it (out.ok: TMA can address it)
   Store store;
 };
 
@@ -51,7 +54,7 @@ Plan plan(const BmmProblem& p) {
   // would leave multiprocessors idle, or when K is short (one or two k-blocks per tile): then the
   // output stream is the bottleneck, and a 128-wide tile is stored in one go (hopper_kernel.cuh).
   // 96 x 2048^2 K=64 on the H100: 0.334 ms at 128-wide against 0.353 ms at 256-wide.
-  const int64_t tiles_m = (p.m + 127) / 128;
+  const int tiles_m = int((p.m + 127) / 128);
   const int64_t wide_tiles = p.batch * tiles_m * ((p.n + 255) / 256);
   const bool short_k = p.k <= 128;
   const int bn = p.n > 128 && wide_tiles >= sm_count() && !short_k ? 256 : 128;
@@ -61,10 +64,13 @@ Plan plan(const BmmProblem& p) {
   // 0.97x; the results file after the change, on another machine: K=64 0.99x, from 0.94x). An output
   // that fits in L2 stays there after the kernel, and TMA's stores are as fast or faster (8 x 4096 x 512
   // K=32: 1.07x against 1.02x); with long K they cost the mainloop (8 x 2048^2 K=256: 0.90x against 1.03x).
+  const OperandLayout out = output_layout(p);
   Store store = Store::tma;
-  if (!output_layout(p).ok) store = Store::direct;
+  if (!out.ok) store = Store::direct;
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes()) store = Store::streaming;
-  return {bn, store};
+  const int tiles_n = int((p.n + bn - 1) / bn);
+  const int grid = int(std::min<int64_t>(p.batch * tiles_m * tiles_n, sm_count()));
+  return {bn, tiles_m, tiles_n, grid, out, store};
 }
 
 }  // namespace
@@ -74,21 +80,18 @@ bool streams_output(const BmmProblem& p) { return plan(p).store == Store::stream
 void bmm(const BmmProblem& p) {
   const OperandLayout la = layout_a(p), lb = layout_b(p);
   const Plan chosen = plan(p);
-  const int bn = chosen.bn;
+  const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;
   s.a_broadcast = la.batch == 1, s.b_broadcast = lb.batch == 1;
-  s.tiles_m = int((p.m + 127) / 128);
-  s.tiles_n = int((p.n + bn - 1) / bn);
+  s.tiles_m = chosen.tiles_m, s.tiles_n = chosen.tiles_n;
   s.store = chosen.store;
-  const int64_t tiles = p.batch * s.tiles_m * s.tiles_n;
-  const int grid = int(std::min<int64_t>(tiles, sm_count()));
 
   // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes (bmm/hopper_kernel.cuh).
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : 128);
   const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
-  if (s.store == Store::tma) mc = tensor_map(p.out, output_layout(p), kBox);
+  if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
     auto* c = reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr());
