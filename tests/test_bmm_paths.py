@@ -127,6 +127,24 @@ def test_hopper_path_many_tiles_and_batches():
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
+# A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
+# groups at 256-wide tiles, one at 128-wide) unless K has no more k-blocks than the tile has groups; then
+# it is stored at once. With 6 x 520 x 1032 every block walks several tiles, with edge tiles in M and N:
+# K <= 64 stores at once (128-wide tiles); 72 and 128 overlap at 128-wide tiles (72: the second
+# k-block partial); 200 and 264 overlap at 256-wide ones.
+@requires_cuda
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
+@pytest.mark.parametrize("k", [40, 64, 72, 128, 200, 264])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_store_under_the_next_tile(dtype, k, layouts):
+    hopper_expected()
+    batch, m, n = 6, 520, 1032
+    a = operand(layouts[0], batch, m, k, dtype)
+    b = operand(layouts[1], batch, k, n, dtype)
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
 def batches_to_fill(m, n, dtype, times):
     """The number of [m, n] output matrices whose bytes are `times` the GPU's L2 cache."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
