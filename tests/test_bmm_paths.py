@@ -74,8 +74,8 @@ def operand(layout, batch, rows, cols, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The last two have enough 256-wide
-# tiles (at least one per SM) and K > 128, so they run the 256-wide kernel (chunked TMA-store
-# epilogue), the others the 128-wide one.
+# tiles (at least one per SM) and K > 128, so they run the 256-wide kernel, the others the 128-wide
+# one; the last one (N = 1290) stores directly.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -119,7 +119,7 @@ def test_hopper_path_batch_broadcast(dtype):
 
 @requires_cuda
 def test_hopper_path_many_tiles_and_batches():
-    # more tiles than multiprocessors: every block walks several tiles of several batches
+    # more tiles than multiprocessors (175 of 256 wide on 132): blocks walk tiles of several batches
     hopper_expected()
     a = make_tensor((7, 520, 264), torch.bfloat16, "cuda")
     b = make_tensor((7, 264, 1032), torch.bfloat16, "cuda")
@@ -129,16 +129,17 @@ def test_hopper_path_many_tiles_and_batches():
 
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
 # groups at 256-wide tiles, one at 128-wide) unless K has no more k-blocks than the tile has groups; then
-# it is stored at once. With 6 x 520 x 1032 every block walks several tiles, with edge tiles in M and N:
-# K <= 64 stores at once (128-wide tiles); 72 and 128 overlap at 128-wide tiles (72: the second
-# k-block partial); 200 and 264 overlap at 256-wide ones.
+# it is stored right after its mainloop. With 12 x 520 x 1032 every block walks at least two tiles (300
+# 256-wide ones, or 540 128-wide, on at most 132 SMs), with edge tiles in M and N: K <= 64 stores right
+# away (128-wide tiles); 72 and 128 are held at 128-wide tiles (72: the second k-block partial); 200
+# and 264 at 256-wide ones.
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
 @pytest.mark.parametrize("k", [40, 64, 72, 128, 200, 264])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_store_under_the_next_tile(dtype, k, layouts):
     hopper_expected()
-    batch, m, n = 6, 520, 1032
+    batch, m, n = 12, 520, 1032
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER

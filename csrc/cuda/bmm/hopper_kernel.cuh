@@ -20,7 +20,8 @@
 // 128-wide tile in one group, a 256-wide one in two (a whole-tile buffer would take 64 KiB, one operand
 // stage). The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor
 // cores do not wait for the epilogue (H100, same build and run: 4096^3 1.00x cuBLAS against 0.98x
-// storing at once, a^T 8 x 2048^3 1.00x against 0.94x). Or, when the kernel is a write stream, the
+// storing at once, a^T 8 x 2048^3 1.00x against 0.94x); a tile of no more k-blocks than groups is
+// stored right after its mainloop. Or, when the kernel is a write stream, the
 // consumer's own threads copy the buffers out with evict-first 16-byte stores. When the output's rows
 // are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store straight
 // from registers instead.
@@ -60,8 +61,8 @@ struct TileConfig {
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
   // Output chunk buffers per consumer: two, one store group. At BN = 256 that is half a tile, and
-  // leaves room for a 4th stage, which long K wants; at BN = 128 a whole tile, written and stored at
-  // once (faster than chunk by chunk on the H100 for 256 x 128x128x64, 11.3 against 11.8 us).
+  // leaves room for a 4th stage, which long K wants; at BN = 128 a whole tile in one group (faster than
+  // chunk by chunk on the H100 for 256 x 128x128x64, 11.3 against 11.8 us).
   static constexpr int kCBuffers = 2;
   static constexpr int kStoreGroups = BN / 64 / kCBuffers;
   static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
@@ -154,8 +155,8 @@ __device__ __forceinline__ void stage_chunk(const uint32_t* packed, uint8_t* buf
   }
 }
 
-// Where a consumer's part of an output tile goes, and how many of its store groups (kCBuffers chunks
-// each) are still to be staged.
+// Where a consumer's part of a packed output tile goes, and how many store groups (kCBuffers chunks
+// each) of it are still to be staged.
 struct PendingTile {
   int64_t batch;
   int m0, n0;
@@ -330,22 +331,23 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // ---------------------------------------------------------------------------------- consumers
   registers_increase<232>();
   const int w = warpgroup - 1;               // which 64-row half of the tile
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
   int s = 0;
   uint32_t phase = 0;
   float acc[BN / 2];
   // Store::tma: the previous tile, converted to T, whose store groups are staged one per k-block
-  // during this tile's first k-blocks, while the tensor cores already work on this tile. When K is as
-  // short as the groups, the tile is stored at once instead: there is no mainloop to hide it under,
-  // and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100.
+  // during this tile's first k-blocks, while the tensor cores already work on this tile; a tile is
+  // held only when it has more k-blocks than groups, so every group is out before `packed` is
+  // rewritten. Otherwise the tile is stored right after its mainloop: there is no mainloop to hide it
+  // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. (256-wide tiles
+  // always have K > 128, three k-blocks or more, so they are always held.)
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, 0};
   constexpr int kGroups = Cfg::kStoreGroups;
   const bool overlap = k_blocks > kGroups;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
-  auto stage_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
+  auto store_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
@@ -374,8 +376,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
       previous = s;
       if (++s == kStages) s = 0, phase ^= 1;
-      if (kb < pending.groups) stage_group(int(kb));  // while this k-block's products are in flight
+      if (kb < pending.groups) store_group(int(kb));  // while this k-block's products are in flight
     }
+    pending.groups = 0;  // all staged: k_blocks > kGroups whenever a tile is held
     wgmma_wait<0>();
     fence_registers(acc, BN / 2);
     if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
@@ -385,7 +388,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         pack_tile<T, BN>(acc, packed);
         pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, kGroups};
         if (!overlap) {
-          for (int g = 0; g < kGroups; ++g) stage_group(g);
+          for (int g = 0; g < kGroups; ++g) store_group(g);
           pending.groups = 0;
         }
         break;
@@ -396,7 +399,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
     }
   }
-  for (int g = 0; g < pending.groups; ++g) stage_group(g);
+  for (int g = 0; g < pending.groups; ++g) store_group(g);
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }
