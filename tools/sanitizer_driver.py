@@ -50,11 +50,12 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA
-# stores; otherwise direct stores from padded operands), a broadcast batch; in the last two, every
-# block walks at least two tiles and stages each tile's stores during the next one's k-blocks.
+# stores; otherwise direct stores from padded operands), a broadcast batch; in the last two (270 tiles
+# of 128 and of 256 columns) every block walks at least two tiles and stages each tile's stores during
+# the next one's k-blocks.
 for dtype in (torch.bfloat16, torch.float16):
-    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (12, 520, 72, 1032),
-                          (12, 520, 200, 1032)]:
+    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (45, 130, 72, 264),
+                          (45, 130, 136, 520)]:
         kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
         a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
         a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
