@@ -126,6 +126,25 @@ __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tile
   return {bi, pos.tm, pos.tn};
 }
 
+// The producer's walk around the ring of kStages stages: for each k-block of each tile this block
+// computes (tiles blockIdx.x, + gridDim.x, ...), wait until the consumers have freed the next stage,
+// arm its `full` barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
+template <int kStages, int BK, class Load>
+__device__ __forceinline__ void produce_stages(uint64_t* full, uint64_t* empty, uint32_t bytes, int64_t total_tiles,
+                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load) {
+  int s = 0;
+  uint32_t phase = 0;
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      mbarrier_wait(&empty[s], phase ^ 1);
+      mbarrier_arrive_expect_tx(&full[s], bytes);
+      load(s, tc, int(kb * BK));
+      if (++s == kStages) s = 0, phase ^= 1;
+    }
+  }
+}
+
 // Thread (warp, lane) of a consumer warpgroup holds, for i < BN / 8, the outputs at rows
 // warp * 16 + lane / 4 (+ 8) and columns 8 i + 2 (lane % 4) (+ 1) of the warpgroup's 64 x BN block:
 // acc[4 i + 2 half + {0, 1}].
@@ -300,31 +319,21 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (threadIdx.x != 0) return;
     tma_prefetch_descriptor(&map_a);
     tma_prefetch_descriptor(&map_b);
-    int s = 0;
-    uint32_t phase = 0;
-    for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
+    produce_stages<kStages, BK>(full, empty, Cfg::kStageBytes, total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
+                                [&](int s, const TileCoord& tc, int k0) {
       const int ba = shape.a_broadcast ? 0 : int(tc.batch), bb = shape.b_broadcast ? 0 : int(tc.batch);
       const int m0 = tc.tm * BM, n0 = tc.tn * BN;
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        const int k0 = int(kb * BK);
-        mbarrier_wait(&empty[s], phase ^ 1);
-        mbarrier_arrive_expect_tx(&full[s], Cfg::kStageBytes);
-        if constexpr (kTransA) {
-          for (int j = 0; j < BM / 64; ++j)
-            tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
-        } else {
-          tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
-        }
-        if constexpr (kTransB) {
-          for (int j = 0; j < BN / 64; ++j)
-            tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
-        } else {
-          tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
-        }
-        if (++s == kStages) s = 0, phase ^= 1;
+      if constexpr (kTransA) {
+        for (int j = 0; j < BM / 64; ++j) tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
+      } else {
+        tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
       }
-    }
+      if constexpr (kTransB) {
+        for (int j = 0; j < BN / 64; ++j) tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
+      } else {
+        tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
+      }
+    });
     return;
   }
 

@@ -22,7 +22,7 @@
 
 #include <type_traits>
 
-#include "cuda/bmm/hopper_kernel.cuh"  // TileCoord, tile_coord
+#include "cuda/bmm/hopper_kernel.cuh"  // TileCoord, tile_coord, produce_stages
 #include "cuda/bmm/mma_atoms.cuh"      // to_tf32
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
@@ -245,25 +245,17 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     if (threadIdx.x != 0) return;
     tma_prefetch_descriptor(&map_r);
     tma_prefetch_descriptor(&map_q);
-    int s = 0;
-    uint32_t phase = 0;
-    for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-      const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
+    produce_stages<kStages, BK>(full, empty, Cfg::kRBytes + Cfg::kQBytes, total_tiles, shape.tiles_p, shape.tiles_q,
+                                k_blocks, [&](int s, const TileCoord& tc, int k0) {
       const int br = shape.r_broadcast ? 0 : int(tc.batch), bq = shape.q_broadcast ? 0 : int(tc.batch);
       const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        const int k0 = int(kb * BK);
-        mbarrier_wait(&empty[s], phase ^ 1);
-        mbarrier_arrive_expect_tx(&full[s], Cfg::kRBytes + Cfg::kQBytes);
-        if constexpr (kRKMajor) {
-          tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
-        } else {  // boxes of [32 k][32 p]
-          for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
-        }
-        tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
-        if (++s == kStages) s = 0, phase ^= 1;
+      if constexpr (kRKMajor) {
+        tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
+      } else {  // boxes of [32 k][32 p]
+        for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
       }
-    }
+      tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+    });
     return;
   }
 
