@@ -21,10 +21,9 @@
 // stage). The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor
 // cores do not wait for the epilogue (H100, same build and run: 4096^3 1.00x cuBLAS against 0.98x
 // storing at once, a^T 8 x 2048^3 1.00x against 0.94x); a tile of no more k-blocks than groups is
-// stored right after its mainloop. Or, when the kernel is a write stream, the
-// consumer's own threads copy the buffers out with evict-first 16-byte stores. When the output's rows
-// are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store straight
-// from registers instead.
+// stored right after its mainloop. Or, when the kernel is a write stream, the consumer's own threads
+// copy the buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte
+// multiples (N % 8 != 0) neither can address it, and the consumers store straight from registers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -89,14 +88,6 @@ template <class T>
 __device__ __forceinline__ T from_float(float v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
   else return __float2half_rn(v);
-}
-
-// Two adjacent outputs as one 4-byte store (`dst` 4-byte aligned).
-__device__ __forceinline__ void store_pair(__nv_bfloat16* dst, float v0, float v1) {
-  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
-}
-__device__ __forceinline__ void store_pair(__half* dst, float v0, float v1) {
-  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(v0, v1);
 }
 
 // Two adjacent outputs converted to T and packed into one register, low half first.
@@ -174,12 +165,12 @@ __device__ __forceinline__ void stage_chunk(const uint32_t* packed, uint8_t* buf
   }
 }
 
-// Where a consumer's part of a packed output tile goes, and how many store groups (kCBuffers chunks
-// each) of it are still to be staged.
+// Where a consumer's part of a packed output tile goes, and whether its store groups (kCBuffers
+// chunks each) are still to be staged under the next tile's mainloop.
 struct PendingTile {
   int64_t batch;
   int m0, n0;
-  int groups;
+  bool held;
 };
 
 // Store group `g` of a packed tile through shared memory and TMA: one thread waits until the stores of
@@ -275,7 +266,7 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, T* c, const 
       const int64_t col = col0 + 8 * i;
       const float v0 = acc[4 * i + 2 * half], v1 = acc[4 * i + 2 * half + 1];
       if (pairs && col + 1 < shape.n) {
-        store_pair(c_row + col, v0, v1);
+        *reinterpret_cast<uint32_t*>(c_row + col) = pack_pair<T>(v0, v1);
       } else {
         if (col < shape.n) c_row[col] = from_float<T>(v0);
         if (col + 1 < shape.n) c_row[col + 1] = from_float<T>(v1);
@@ -352,7 +343,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. (256-wide tiles
   // always have K > 128, three k-blocks or more, so they are always held.)
   uint32_t packed[BN / 4];
-  PendingTile pending{0, 0, 0, 0};
+  PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;
   const bool overlap = k_blocks > kGroups;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
@@ -385,9 +376,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
       previous = s;
       if (++s == kStages) s = 0, phase ^= 1;
-      if (kb < pending.groups) store_group(int(kb));  // while this k-block's products are in flight
+      if (pending.held && kb < kGroups) store_group(int(kb));  // while this k-block's products are in flight
     }
-    pending.groups = 0;  // all staged: k_blocks > kGroups whenever a tile is held
+    pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held
     wgmma_wait<0>();
     fence_registers(acc, BN / 2);
     if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
@@ -395,11 +386,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     switch (shape.store) {
       case Store::tma:
         pack_tile<T, BN>(acc, packed);
-        pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, kGroups};
-        if (!overlap) {
+        pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, overlap};
+        if (!overlap)
           for (int g = 0; g < kGroups; ++g) store_group(g);
-          pending.groups = 0;
-        }
         break;
       case Store::streaming:
         pack_tile<T, BN>(acc, packed);
@@ -408,7 +397,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
     }
   }
-  for (int g = 0; g < pending.groups; ++g) store_group(g);
+  if (pending.held)
+    for (int g = 0; g < kGroups; ++g) store_group(g);
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }
