@@ -242,6 +242,28 @@ def test_reduce_columns_of_a_sliced_matrix(dtype, device):
     assert_reduce_close(T.reduce(x, [0], "sum"), x, [0], "sum")
 
 
+# On an H100 (132 SMs, sm_90a build) these take the cluster variant of the column kernel, whose row
+# segments combine in one block's shared memory (cluster sizes for half types / float / float64):
+# (1200, 2000) 16 / 8 / 4; (2100, 1000) partials / 16 / 8; (700, 1001) 4 for each, without vectors
+# (odd columns); (2000, 3000) 8 / 4 / 2. Other GPUs reach partials or other cluster sizes.
+@dtypes
+@pytest.mark.parametrize("fn", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("rows,cols", [(1200, 2000), (2100, 1000), (700, 1001), (2000, 3000)])
+def test_reduce_columns_in_clusters(rows, cols, fn, dtype, device):
+    x = _rand((rows, cols), dtype, device)
+    first = T.reduce(x, [0], fn)
+    assert_reduce_close(first, x, [0], fn)
+    assert torch.equal(T.reduce(x, [0], fn), first)  # the segments combine in a fixed order
+
+
+@dtypes
+def test_reduce_columns_in_clusters_sliced(dtype, device):
+    x = _rand((1200, 2003), dtype, device)[:, 1:2001]  # misaligned start, row stride 2003: no vectors (H100: 2)
+    assert_reduce_close(T.reduce(x, [0], "sum"), x, [0], "sum")
+    y = _rand((3, 1200, 2000), dtype, device)[1]  # a storage offset of a whole matrix: vectors
+    assert_reduce_close(T.reduce(y, [0], "max"), y, [0], "max")
+
+
 # ---- reduce: generic, and determinism across paths ------------------------------------------------
 
 @dtypes

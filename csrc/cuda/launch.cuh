@@ -50,6 +50,34 @@ void allow_dynamic_smem(int bytes) {
   raised.fetch_or(bit);
 }
 
+// Whether kKernel, launched with `block`, can run in thread block clusters of 16 (beyond the portable
+// 8: an opt-in, and they must fit in one GPC), asked once per kernel and device.
+template <auto kKernel>
+bool allow_clusters_of_16(dim3 block) {
+  static std::atomic<uint64_t> asked{0}, fits{0};
+  const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
+  if (asked.load(std::memory_order_relaxed) & bit) return fits.load(std::memory_order_relaxed) & bit;
+  bool ok = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+  if (ok) {
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = 16;
+    attribute[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(1, 16);
+    config.blockDim = block;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    ok = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaSuccess && clusters > 0;
+  }
+  if (!ok) (void)cudaGetLastError();  // a refused query leaves no error for the next launch check
+  if (ok) fits.fetch_or(bit);
+  asked.fetch_or(bit);
+  return ok;
+}
+
 // The current stream of the current device: every kernel launches here.
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
 
