@@ -54,11 +54,12 @@ void allow_dynamic_smem(int bytes) {
 // 8: an opt-in, and they must fit in one GPC), asked once per kernel and device.
 template <auto kKernel>
 bool allow_clusters_of_16(dim3 block) {
-  static std::atomic<uint64_t> asked{0}, fits{0};
+  static std::atomic<uint64_t> asked{0}, fits{0};  // bit d: device d asked / can
   const uint64_t bit = uint64_t(1) << (c10::cuda::current_device() % 64);
-  if (asked.load(std::memory_order_relaxed) & bit) return fits.load(std::memory_order_relaxed) & bit;
-  bool ok = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
-  if (ok) {
+  if (asked.load(std::memory_order_acquire) & bit) return fits.load(std::memory_order_relaxed) & bit;
+  cudaError_t status = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  int clusters = 0;
+  if (status == cudaSuccess) {
     cudaLaunchAttribute attribute[1];
     attribute[0].id = cudaLaunchAttributeClusterDimension;
     attribute[0].val.clusterDim.x = 1;
@@ -69,12 +70,12 @@ bool allow_clusters_of_16(dim3 block) {
     config.blockDim = block;
     config.attrs = attribute;
     config.numAttrs = 1;
-    int clusters = 0;
-    ok = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) == cudaSuccess && clusters > 0;
+    status = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config);
   }
-  if (!ok) (void)cudaGetLastError();  // a refused query leaves no error for the next launch check
-  if (ok) fits.fetch_or(bit);
-  asked.fetch_or(bit);
+  if (status != cudaSuccess) (void)cudaGetLastError();  // the refusal is an answer, not an error for the next check
+  const bool ok = status == cudaSuccess && clusters > 0;
+  if (ok) fits.fetch_or(bit, std::memory_order_relaxed);
+  asked.fetch_or(bit, std::memory_order_release);
   return ok;
 }
 

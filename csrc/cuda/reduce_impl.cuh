@@ -10,8 +10,8 @@
 //            the blocks form a thread block cluster (sm_90), else in the second kernel.
 //   generic  anything else: one block per output, threads striding over its elements.
 // Every combination order depends only on the shape, the input's 16-byte alignment (which picks the
-// vector width) and the GPU's SM count, never on timing: the result is the same bits run to run. Half
-// types accumulate in float32.
+// vector width) and the GPU (its SM count, and for columns whether it runs clusters, and of 16), never
+// on timing: the result is the same bits run to run. Half types accumulate in float32.
 #pragma once
 
 #include <ATen/ops/empty.h>
@@ -162,6 +162,8 @@ __device__ __forceinline__ void combine_cluster(scalar_t* __restrict__ out, opma
     }
   }
   cluster.sync();  // the first block reads the others' shared memory: they must not exit before
+#else
+  __trap();  // launch_columns launches clusters only where sm_90a code runs
 #endif
 }
 
@@ -356,7 +358,7 @@ inline bool clusters_available() {
 
 // How many row segments to combine in a cluster (0: through partials), given how many the grid would
 // otherwise have: the largest power of two from 2 to 16 that keeps to about one block per SM, if that
-// still busies at least half of them. H100, do_bench, torch / tiles against the partials (six
+// makes from one block per two SMs to two per SM. H100, do_bench, torch / tiles against the partials (six
 // alternating rounds; cluster size in brackets): float 4096 x 8192 1.087x (2) against 1.072x, 8192 x
 // 16384 1.031x (2) against 1.021x, 8192 x 4096 1.141x (4) against 1.112x, 4096 x 2048 1.257x (8)
 // against 1.098x, 16384 x 2048 1.224x (8) against 1.169x, 16384 x 1024 1.425x (16) against 1.316x,
@@ -373,7 +375,7 @@ int cluster_segments(int64_t segments, int64_t col_blocks) {
   while (size < 2 * kMaxClusterSegments && 2 * size * col_blocks <= sms && 2 * size <= segments) size *= 2;
   if (size > kMaxClusterSegments && !allow_clusters_of_16<kKernel>(dim3(kColThreads, kColRows)))
     size = kMaxClusterSegments;
-  return 2 * size * col_blocks >= sms ? int(size) : 0;
+  return 2 * size * col_blocks >= sms && size * col_blocks <= 2 * sms ? int(size) : 0;
 }
 
 template <class scalar_t, ReduceFn F, int VEC>
