@@ -34,7 +34,9 @@ test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 
 if [ -n "${BENCH+set}" ]; then
-  # A copy of the repo without git records commit "unknown": set TILES_COMMIT to name it.
+  # A copy of the repo without git records commit "unknown", and a copied working tree may carry an
+  # older .git than the files it holds (the device tool's copies do): set TILES_COMMIT to the hash of
+  # the checkout that was copied, taken there, not from `git rev-parse` on the copy.
   python benchmarks/run.py $BENCH 2>&1 | tee "$OUT/bench.log" | tail -40
   cp benchmarks/results/*.json benchmarks/results/*.png "$OUT/" 2>/dev/null
 fi
