@@ -50,6 +50,26 @@ void allow_dynamic_smem(int bytes) {
   raised.fetch_or(bit);
 }
 
+// A launch configuration for cudaLaunchKernelEx whose blocks form clusters of `cluster_y` blocks along
+// y. It points into itself, so it is neither copied nor moved.
+struct ClusterLaunch {
+  cudaLaunchAttribute attribute[1];
+  cudaLaunchConfig_t config;
+  ClusterLaunch(dim3 grid, dim3 block, unsigned cluster_y, cudaStream_t stream) : attribute{}, config{} {
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = cluster_y;
+    attribute[0].val.clusterDim.z = 1;
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // Whether kKernel, launched with `block`, can run in thread block clusters of 16 (beyond the portable
 // 8: an opt-in, and they must fit in one GPC), asked once per kernel and device.
 template <auto kKernel>
@@ -60,17 +80,8 @@ bool allow_clusters_of_16(dim3 block) {
   cudaError_t status = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   int clusters = 0;
   if (status == cudaSuccess) {
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 1;
-    attribute[0].val.clusterDim.y = 16;
-    attribute[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(1, 16);
-    config.blockDim = block;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    status = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config);
+    const ClusterLaunch launch(dim3(1, 16), block, 16, nullptr);
+    status = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &launch.config);
   }
   if (status != cudaSuccess) (void)cudaGetLastError();  // the refusal is an answer, not an error for the next check
   const bool ok = status == cudaSuccess && clusters > 0;

@@ -134,7 +134,7 @@ long_rows_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ pa
 
 // ---- columns: out[c] reduces x[r * row_stride + c] over r; blockDim (32, 8) ----------------------
 constexpr int kColThreads = 32, kColRows = 8;
-constexpr int kMaxClusterSegments = 8;  // the portable thread block cluster size (16 with an opt-in)
+constexpr int kPortableCluster = 8, kMaxCluster = 16;  // blocks per thread block cluster (16: an opt-in)
 
 // The segments' totals meet in the shared memory of their cluster's first block (kCluster: a cluster
 // of `segments` blocks along y, block rank = segment), which combines them in segment order.
@@ -150,13 +150,13 @@ __device__ __forceinline__ void combine_cluster(scalar_t* __restrict__ out, opma
   if (cluster.block_rank() == 0) {
     const int64_t col0 = int64_t(blockIdx.x) * kColThreads * VEC;
     for (int i = threadIdx.y * kColThreads + threadIdx.x; i < kColThreads * VEC; i += kColThreads * kColRows) {
-      Acc part[2 * kMaxClusterSegments];  // every load in flight before the first combine
+      Acc part[kMaxCluster];  // every load in flight before the first combine
 #pragma unroll
-      for (int r = 0; r < 2 * kMaxClusterSegments; ++r)
+      for (int r = 0; r < kMaxCluster; ++r)
         if (r < segments) part[r] = cluster.map_shared_rank(totals, r)[i];
       Acc total = R::identity();
 #pragma unroll
-      for (int r = 0; r < 2 * kMaxClusterSegments; ++r)
+      for (int r = 0; r < kMaxCluster; ++r)
         if (r < segments) total = R::combine(total, part[r]);
       if (col0 + i < num_cols) out[col0 + i] = scalar_t(R::finish(total, num_rows));
     }
@@ -368,13 +368,11 @@ inline bool clusters_available() {
 // 4096 x 4096) 1-3% behind the partials. With few column blocks partials win: 65536 x 256, whose 2
 // column blocks make 32 blocks in clusters of 16, 1.66x against 2.47x.
 template <auto kKernel>
-int cluster_segments(int64_t segments, int64_t col_blocks) {
+int cluster_segments(int64_t segments, int64_t col_blocks, int64_t sms) {
   if (segments < 2 || !clusters_available()) return 0;
-  const int64_t sms = sm_count();
   int64_t size = 2;
-  while (size < 2 * kMaxClusterSegments && 2 * size * col_blocks <= sms && 2 * size <= segments) size *= 2;
-  if (size > kMaxClusterSegments && !allow_clusters_of_16<kKernel>(dim3(kColThreads, kColRows)))
-    size = kMaxClusterSegments;
+  while (size < kMaxCluster && 2 * size * col_blocks <= sms && 2 * size <= segments) size *= 2;
+  if (size > kPortableCluster && !allow_clusters_of_16<kKernel>(dim3(kColThreads, kColRows))) size = kPortableCluster;
   return 2 * size * col_blocks >= sms && size * col_blocks <= 2 * sms ? int(size) : 0;
 }
 
@@ -386,22 +384,13 @@ void launch_columns(const ReduceProblem& p, int64_t row_stride) {
   // registers a thread let 4-5 blocks fit per SM; at ~8 per SM a second, partial wave ran on its own).
   // H100, float 4096 x 8192 dim 0: 4 to 8 segments 60.9-61.3 us, 10 62.0, 17 (8 per SM) 62.8.
   int64_t segments = std::max<int64_t>(1, std::min(4 * sms / col_blocks, p.num_in / 64));
-  const int cluster = cluster_segments<columns_kernel<scalar_t, F, VEC, true>>(segments, col_blocks);
+  const int cluster = cluster_segments<columns_kernel<scalar_t, F, VEC, true>>(segments, col_blocks, sms);
   scalar_t* out = p.out.data_ptr<scalar_t>();
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   if (cluster > 0) {
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 1;
-    attribute[0].val.clusterDim.y = unsigned(cluster);
-    attribute[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(col_blocks), unsigned(cluster));
-    config.blockDim = dim3(kColThreads, kColRows);
-    config.stream = current_stream();
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, columns_kernel<scalar_t, F, VEC, true>, out,
+    const ClusterLaunch launch(dim3(unsigned(col_blocks), unsigned(cluster)), dim3(kColThreads, kColRows),
+                               unsigned(cluster), current_stream());
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, columns_kernel<scalar_t, F, VEC, true>, out,
                                       static_cast<opmath_t<scalar_t>*>(nullptr), x, p.num_out, p.num_in, row_stride,
                                       int64_t(cluster)));
     return;
