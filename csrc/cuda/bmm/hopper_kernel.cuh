@@ -112,6 +112,15 @@ struct TileCoord {
 };
 __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
   const int64_t per_batch = int64_t(tiles_m) * tiles_n;
+  // In 32 bits whenever the numbers fit, as they do for any walk of fewer than 2^31 tiles. The 64-bit
+  // division (even on nvcc's path for small operands) cost the short-K shapes, which take a new tile
+  // every k-block or two, 1.5-2% on the H100 (96 x 2048^2 K=64: 0.330 against 0.336 ms, six pairs).
+  if ((t | per_batch) <= INT32_MAX) {
+    const int t32 = int(t), per32 = int(per_batch);
+    const int bi = t32 / per32;
+    const TilePos pos = grouped_tile(t32 - bi * per32, tiles_m, tiles_n);
+    return {bi, pos.tm, pos.tn};
+  }
   const int64_t bi = t / per_batch;
   const TilePos pos = grouped_tile(int(t - bi * per_batch), tiles_m, tiles_n);
   return {bi, pos.tm, pos.tn};
