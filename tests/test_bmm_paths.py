@@ -73,9 +73,9 @@ def operand(layout, batch, rows, cols, dtype):
 
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
-# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The last two have enough 256-wide
-# tiles (at least one per SM) and K > 128, so they run the 256-wide kernel, the others the 128-wide
-# one; the last one (N = 1290) stores directly.
+# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
+# last two have enough 256-wide tiles (at least one per SM), so they run the 256-wide kernel, the
+# others the 128-wide one; the last one (N = 1290) stores directly.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -129,17 +129,18 @@ def test_hopper_path_many_tiles_and_batches():
 
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
 # groups at 256-wide tiles, one at 128-wide) unless K has no more k-blocks than the tile has groups; then
-# it is stored right after its mainloop. With 12 x 520 x 1032 every block walks at least two tiles (300
-# 256-wide ones, or 540 128-wide, on at most 132 SMs), with edge tiles in M and N: K <= 64 stores right
-# away (128-wide tiles); 72 and 128 are held at 128-wide tiles (72: the second k-block partial); 200
-# and 264 at 256-wide ones.
+# it is stored right after its mainloop. In both shapes every block walks at least two tiles (300 on at
+# most 132 SMs), with edge tiles in M: 12 x 520 x 1032 (edge tiles in N too) runs 256-wide tiles, where
+# K <= 128 stores right away and 200 and 264 are held; 60 x 520 x 120 (N <= 128) runs 128-wide ones,
+# where K <= 64 stores right away and 72 (the second k-block partial) and up are held.
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
 @pytest.mark.parametrize("k", [40, 64, 72, 128, 200, 264])
+@pytest.mark.parametrize("batch_m_n", [(12, 520, 1032), (60, 520, 120)], ids=["256-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_store_under_the_next_tile(dtype, k, layouts):
+def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     hopper_expected()
-    batch, m, n = 12, 520, 1032
+    batch, m, n = batch_m_n
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
@@ -154,12 +155,14 @@ def batches_to_fill(m, n, dtype, times):
 
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("n", [2056, 120], ids=["256-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_streaming_store(dtype, layouts):
+def test_hopper_streaming_store(dtype, n, layouts):
     # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
-    # evict-first stores instead of TMA's; edge tiles in M and N
+    # evict-first stores instead of TMA's, from 256-wide tiles, or 128-wide ones when N <= 128; edge
+    # tiles in M (and N)
     hopper_expected()
-    m, n, k = 1000, 2056, 72
+    m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)

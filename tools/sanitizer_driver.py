@@ -56,10 +56,10 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA
 # stores; otherwise direct stores from padded operands), a broadcast batch; in the last two (270 tiles
-# of 128 and of 256 columns) every block walks at least two tiles and stages each tile's stores during
-# the next one's k-blocks.
+# of 128 columns (N <= 128) and of 256) every block walks at least two tiles and stages each tile's
+# stores during the next one's k-blocks.
 for dtype in (torch.bfloat16, torch.float16):
-    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (45, 130, 72, 264),
+    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (135, 130, 72, 120),
                           (45, 130, 136, 520)]:
         kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
         a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
@@ -76,9 +76,10 @@ for dtype in (torch.bfloat16, torch.float16):
             torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
             check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w), ref, 2e-2 * k ** 0.5)
 
-# The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M, N).
-if dev == "cuda":
-    mm, k, n = 1000, 72, 2056
+# The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
+# and in N at 256-wide tiles; N <= 128 takes 128-wide ones).
+for n in ((2056, 120) if dev == "cuda" else ()):
+    mm, k = 1000, 72
     b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
     a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
     path = T._bmm_path(a, w)
