@@ -120,6 +120,7 @@ def all_cases():
         _bmm_case("bmm bf16 B=1 8192x8192x8192", 1, 8192, 8192, 8192, quick=False),
         _bmm_case("bmm bf16 B=1 1000x17x513 (odd: general kernel)", 1, 1000, 513, 17, quick=False),
         _bmm_case("bmm bf16 B=4 1000x1000x1000", 4, 1000, 1000, 1000, quick=False),
+        _bmm_case("bmm bf16 B=8 4096x4096 K=128", 8, 4096, 4096, 128, quick=False),  # short K, 8 KiB output rows
         _bmm_case("bmm fp32 B=32 512x512x512", 32, 512, 512, 512, torch.float32, quick=False),
         # the Hopper float32 kernel's other operand roles (row-major b swaps them; b^T and a^T do not)
         _bmm_case("bmm fp32-tf32 b^T B=1 4096x4096x4096", 1, 4096, 4096, 4096, torch.float32, b_t=True,
