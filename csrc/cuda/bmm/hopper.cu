@@ -50,17 +50,19 @@ struct Plan {
 };
 
 Plan plan(const BmmProblem& p) {
-  // 256-wide tiles do more work per byte loaded; 128-wide ones when N is small or when the wider tiles
-  // would leave multiprocessors idle. Short K (one or two k-blocks per tile, where the output stream is
-  // the bottleneck) took 128-wide tiles until the tenth session's sweep found 256-wide ones, whose rows
-  // leave in 512-byte pieces instead of 256, as fast or faster on every shape measured but two (H100,
-  // same-run cuBLAS, 128- / 256-wide: 2 x 8192^2 K=128 0.81x / 0.99x, 48 x 2048^2 K=128 0.83x / 1.01x,
-  // 4 x 8192^2 K=64 0.93x / 1.08x, 48 x 2048^2 K=64 0.97x / 1.00x; the two: 96 x 2048^2 K=64 0.983x /
-  // 0.975x and 128 x 1024^2 K=64 1.015x / 1.003x). benchmarks/NOTES.md has the whole sweep.
+  // Tile width. A 128-wide tile takes about 0.7 of a 256-wide one's time, not half (H100: 1 x 1000 x
+  // 3000 K=4096, two waves of 128-wide tiles, 75.7 us; one wave of 256-wide ones at 2048^2 K=4096,
+  // 54 us), so 128-wide tiles only when N <= 128 or when they take no more waves over the SMs than the
+  // 256-wide ones: one wave spread over more SMs. That 1000 x 3000 read 0.51x cuBLAS at 128-wide.
+  // Short K, where the output stream is the bottleneck, is no exception (same-run cuBLAS, 128- /
+  // 256-wide: 2 x 8192^2 K=128 0.81x / 0.99x, 48 x 2048^2 K=128 0.83x / 1.01x, 4 x 8192^2 K=64 0.93x /
+  // 1.08x); 256-wide tiles lost only at 96 x 2048^2 K=64 (0.983x / 0.975x) and 128 x 1024^2 K=64
+  // (1.015x / 1.003x). benchmarks/NOTES.md has the sweeps.
   const int tiles_m = int((p.m + 127) / 128);
-  const int64_t wide_tiles = p.batch * tiles_m * ((p.n + 255) / 256);
+  const int64_t sms = sm_count();
+  auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
   const bool short_k = p.k <= 128;
-  const int bn = p.n > 128 && wide_tiles >= sm_count() ? 256 : 128;
+  const int bn = p.n > 128 && waves(128) > waves(256) ? 256 : 128;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's (H100, same-run cuBLAS, both stores in one build: 96 x 2048^2 K=64
   // 1.03x against 0.92-0.96x, 48 x 2048^2 K=128 1.00x against 0.98x, 64 x 1024^2 K=64 0.99x against
