@@ -6,9 +6,10 @@ each timed against PyTorch in the same process, printed slowest first.
 
 The benchmark cases (run.py) are the shapes the issues name; this is for the shapes they do not, where a
 path or tile-width choice can leave a cliff (short K at 128-wide tiles read 0.81x at 2 x 8192^2 K=128
-until the eleventh session). Each batch is sized so the product is about 2^33 multiply-adds (at most 512
-matrices), which keeps every shape between a few microseconds and a millisecond. Times are do_bench
-medians with the L2 flushed, two rounds alternating which op goes first, as in run.py.
+until the eleventh session). Each batch is sized so the product is about 2^33 multiply-adds (between 1
+and 512 matrices, so the largest shapes do more), which keeps every shape between a few microseconds
+and a millisecond. Times are do_bench medians with the L2 flushed, in two rounds alternating which op
+goes first (run.py's time_pair; with two rounds its "median" is their mean).
 """
 import argparse
 import os

@@ -45,6 +45,14 @@ def mma_expected():
     return True
 
 
+def assert_tile(a, b, wide):
+    """The Hopper kernel's output tile for a and b: 128 x 256 when `wide`, else 128 x 128. Checked on
+    132 SMs (H100 SXM, H200), where the shapes of these tests were worked out against the tile-width rule
+    (bmm/hopper.cu `plan`); the rule counts waves over the SMs, so elsewhere a shape may change width."""
+    if torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count == 132:
+        assert torch.ops.tiles._bmm_tile(a, b) == ("128x256" if wide else "128x128")
+
+
 def poisoned_bmm(a, b):
     """tiles.bmm, with the output's future memory filled with NaN first (same size: the caching
     allocator hands the freed block straight back)."""
@@ -74,8 +82,9 @@ def operand(layout, batch, rows, cols, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
-# last two have enough 256-wide tiles (at least one per SM), so they run the 256-wide kernel, the
-# others the 128-wide one; the last one (N = 1290) stores directly.
+# last two take fewer waves at 256-wide tiles (432 tiles against 792 at 128-wide: 4 waves against 6 on
+# 132 SMs; 180 against 330: 2 against 3), so they run the 256-wide kernel, the others the 128-wide one;
+# the last one (N = 1290) stores directly.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -101,6 +110,7 @@ def test_hopper_path(dtype, shape, layouts):
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_tile(a, b, wide=shape in SHAPES[-2:])
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -129,14 +139,15 @@ def test_hopper_path_many_tiles_and_batches():
 
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
 # groups at 256-wide tiles, one at 128-wide) unless K has no more k-blocks than the tile has groups; then
-# it is stored right after its mainloop. In both shapes every block walks at least two tiles (300 on at
-# most 132 SMs), with edge tiles in M: 12 x 520 x 1032 (edge tiles in N too) runs 256-wide tiles, where
-# K <= 128 stores right away and 200 and 264 are held; 60 x 520 x 120 (N <= 128) runs 128-wide ones,
-# where K <= 64 stores right away and 72 (the second k-block partial) and up are held.
+# it is stored right after its mainloop. In both shapes every block walks at least two tiles, over
+# several tile columns, with edge tiles in M and N: 12 x 520 x 1032 (300 tiles at 256-wide, 3 waves on
+# 132 SMs, against 5 at 128-wide) runs 256-wide tiles, where K <= 128 stores right away and 200 and 264
+# are held; 44 x 250 x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where
+# K <= 64 stores right away and 72 (the second k-block partial) and up are held.
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
 @pytest.mark.parametrize("k", [40, 64, 72, 128, 200, 264])
-@pytest.mark.parametrize("batch_m_n", [(12, 520, 1032), (60, 520, 120)], ids=["256-wide", "128-wide"])
+@pytest.mark.parametrize("batch_m_n", [(12, 520, 1032), (44, 250, 264)], ids=["256-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     hopper_expected()
@@ -144,6 +155,7 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_tile(a, b, wide=n == 1032)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -160,13 +172,14 @@ def batches_to_fill(m, n, dtype, times):
 def test_hopper_streaming_store(dtype, n, layouts):
     # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
     # evict-first stores instead of TMA's, from 256-wide tiles, or 128-wide ones when N <= 128; edge
-    # tiles in M (and N)
+    # tiles in M and N
     hopper_expected()
     m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
+    assert_tile(a, b, wide=n > 128)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -202,7 +215,16 @@ def test_general_path_for_other_layouts(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
     assert path.startswith("general"), path
+    assert torch.ops.tiles._bmm_tile(a, b) == ""  # a tile only for the Hopper kernel
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+def test_bmm_tile_on_the_cpu():
+    a, b = make_tensor((2, 33, 17), torch.float32, "cpu"), make_tensor((2, 17, 40), torch.float32, "cpu")
+    assert torch.ops.tiles._bmm_path(a, b) == "cpu"
+    assert torch.ops.tiles._bmm_tile(a, b) == ""
+    with pytest.raises(RuntimeError, match="tiles::bmm"):  # the same argument checks as bmm
+        torch.ops.tiles._bmm_tile(a, make_tensor((2, 16, 40), torch.float32, "cpu"))
 
 
 @requires_cuda

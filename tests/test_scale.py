@@ -245,7 +245,7 @@ def test_bmm_output_over_2_31_elements_transposed_operands():
 
 HOPPER_STORES = {  # id: (N, K, the path bmm must name on an sm_90 GPU)
     "streaming_store": (32776, 16, "hopper-wgmma streaming-store"),  # short K, output larger than L2
-    "tma_store": (32776, 136, "hopper-wgmma"),  # K > 128: 256-wide tiles, stored in 64-column chunks
+    "tma_store": (32776, 136, "hopper-wgmma"),  # K > 128 never streams; 256-wide tiles, stored in 64-column chunks
     "direct_store": (32769, 16, "hopper-wgmma"),  # rows of N elements are not 16-byte multiples
 }
 

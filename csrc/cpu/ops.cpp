@@ -15,4 +15,8 @@ TORCH_LIBRARY_IMPL(tiles, CPU, m) {
     tiles::make_bmm_problem(a, b);  // the same argument checks as bmm
     return "cpu";
   });
+  m.impl("_bmm_tile", [](const at::Tensor& a, const at::Tensor& b) -> std::string {
+    tiles::make_bmm_problem(a, b);
+    return "";
+  });
 }

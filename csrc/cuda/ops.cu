@@ -50,6 +50,12 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   return std::string("general: ") + why;
 }
 
+std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
+  c10::cuda::CUDAGuard guard(cuda_device(a, b));
+  const BmmProblem p = make_bmm_problem(a, b);
+  return choose_path(p) == Path::hopper ? hopper::tile(p) : "";
+}
+
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
@@ -82,4 +88,5 @@ TORCH_LIBRARY_IMPL(tiles, CUDA, m) {
   m.impl("bmm", &tiles::cuda::bmm_cuda);
   m.impl("_bmm_path", &tiles::cuda::bmm_path_cuda);
   m.impl("_bmm_on_path", &tiles::cuda::bmm_on_path_cuda);
+  m.impl("_bmm_tile", &tiles::cuda::bmm_tile_cuda);
 }

@@ -115,7 +115,7 @@ __device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tile
   // In 32 bits whenever the numbers fit, as they do for any walk of fewer than 2^31 tiles. The 64-bit
   // division (even on nvcc's path for small operands) cost the short-K shapes, which take a new tile
   // every k-block or two, 1.5-2% on the H100 (96 x 2048^2 K=64: 0.330 against 0.336 ms, six pairs).
-  if ((t | per_batch) <= INT32_MAX) {
+  if ((t | per_batch) <= INT32_MAX) {  // both are >= 0: t counts from blockIdx.x, per_batch >= 1
     const int t32 = int(t), per32 = int(per_batch);
     const int bi = t32 / per32;
     const TilePos pos = grouped_tile(t32 - bi * per32, tiles_m, tiles_n);
@@ -349,8 +349,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // during this tile's first k-blocks, while the tensor cores already work on this tile; a tile is
   // held only when it has more k-blocks than groups, so every group is out before `packed` is
   // rewritten. Otherwise the tile is stored right after its mainloop: there is no mainloop to hide it
-  // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. (256-wide tiles
-  // always have K > 128, three k-blocks or more, so they are always held.)
+  // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. So a tile of at most
+  // kGroups k-blocks (K <= 64 at 128-wide tiles, K <= 128 at 256-wide) is stored at once.
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;
