@@ -13,12 +13,9 @@ ceilings measured in the same run: a 1 GiB device-to-device copy (bytes read + w
 8192^3 matmul. Writes benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
 """
 import argparse
-import datetime
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 
 import torch
@@ -26,6 +23,7 @@ import torch
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 
 from cases import T, all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+import results_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,33 +97,6 @@ def run_case(case, ceilings, rounds=3):
             "error": case.error, **({"path": path} if path else {})}
 
 
-def git_commit():
-    """The checked-out commit: $TILES_COMMIT, else git, else read from .git directly."""
-    if os.environ.get("TILES_COMMIT"):
-        return os.environ["TILES_COMMIT"]
-    try:
-        out = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                             capture_output=True, text=True)
-        if out.returncode == 0:
-            return out.stdout.strip()
-    except OSError:
-        pass
-    git_dir = os.path.join(HERE, "..", ".git")
-    try:
-        head = open(os.path.join(git_dir, "HEAD")).read().strip()
-        if head.startswith("ref: "):
-            ref = head[5:]
-            path = os.path.join(git_dir, ref)
-            if os.path.exists(path):
-                return open(path).read().strip()[:7]
-            for line in open(os.path.join(git_dir, "packed-refs")):
-                if line.rstrip().endswith(ref):
-                    return line[:7]
-        return head[:7]
-    except OSError:
-        return "unknown"
-
-
 def size_sweep():
     """Copy and read-only (sum) bandwidth against size, timed like the cases: shows how much of the
     1 GiB ceiling a kernel of a case's size can reach under do_bench's L2 flush."""
@@ -140,16 +111,16 @@ def size_sweep():
 
 
 def save(results, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", results["device"].lower()).strip("-")
-    path = os.path.join(out_dir, f"{slug}.json")
-    with open(path, "w") as f:
-        json.dump(results, f, indent=1)
+    """Merges the cases into the device's results file (other scripts' cases stay) and plots them all."""
+    header = {k: v for k, v in results.items() if k not in ("cases", "device")}
+    path = results_file.merge(results["device"], results["cases"], header, out_dir)
+    with open(path) as f:
+        results = json.load(f)
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        cases = results["cases"]
+        cases = [c for c in results["cases"] if not c["name"].startswith("grid ")]  # the grid has its own summary
         fig, ax = plt.subplots(figsize=(8, 0.32 * len(cases) + 1.2))
         ax.barh([c["name"] for c in cases], [c["speedup"] for c in cases],
                 color=["tab:green" if c["speedup"] >= 1 else "tab:red" for c in cases])
@@ -202,9 +173,8 @@ def main(argv=None):
     for case in progress:
         rows.append(run_case(case, ceilings, args.rounds))
         torch.cuda.empty_cache()
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "rounds": args.rounds, "ceilings": ceilings, "cases": rows}
+    results = {**results_file.run_info(torch.cuda.get_device_name()), "rounds": args.rounds,
+               "ceilings": ceilings, "cases": rows}
     path = save(results, args.out)
     print_table(results)
     print(f"\nwrote {path}")
