@@ -72,7 +72,17 @@ at::Tensor empty_like_first_dense(c10::IntArrayRef shape, const at::TensorOption
   return at::empty(shape, options);
 }
 
+void check_same_device(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
+                       const at::Tensor& b) {
+  TILES_CHECK(a.device() == b.device(), op, ": arguments '", arg_a, "' and '", arg_b,
+              "' must be on the same device, got ", a.device(), " and ", b.device());
+}
+
 }  // namespace
+
+MapFn parse_map_fn(const char* op, std::string_view fn) { return parse_fn<MapFn>(op, fn, kMapFnNames); }
+ZipFn parse_zip_fn(const char* op, std::string_view fn) { return parse_fn<ZipFn>(op, fn, kZipFnNames); }
+ReduceFn parse_reduce_fn(const char* op, std::string_view fn) { return parse_fn<ReduceFn>(op, fn, kReduceFnNames); }
 
 Dtype to_dtype(at::ScalarType t) {
   switch (t) {
@@ -193,6 +203,49 @@ BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b) {
   const bool out_2d = a.dim() == 2 && b.dim() == 2;
   p.out = out_2d ? at::empty({p.m, p.n}, a.options()) : at::empty({p.batch, p.m, p.n}, a.options());
   return p;
+}
+
+MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn) {
+  constexpr const char* op = "tiles::_map_backward";
+  const MapFn f = parse_fn<MapFn>(op, fn, kMapFnNames);
+  check_float(op, "grad", grad);
+  check_float(op, "saved", saved);
+  check_same_device(op, "grad", grad, "saved", saved);
+  TILES_CHECK(grad.sizes() == saved.sizes(), op, ": arguments 'grad' ", grad.sizes(), " and 'saved' ",
+              saved.sizes(), " must have one shape");
+  TILES_CHECK(grad.scalar_type() == saved.scalar_type(), op, ": arguments 'grad' and 'saved' must have one dtype, got ",
+              grad.scalar_type(), " and ", saved.scalar_type());
+  // The gradient takes the layout of the input it belongs to (saved is x or x's output, which has x's).
+  at::Tensor out = empty_like_first_dense(grad.sizes(), grad.options(), {&saved, &grad});
+  const auto perm = memory_order(out.strides());  // as in make_map_problem
+  auto in = make_indexer<2>(op, permuted(grad.sizes(), perm),
+                            {permuted(grad.strides(), perm), permuted(saved.strides(), perm)});
+  return {out, grad, saved, f, in, grad.numel()};
+}
+
+ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
+                                     std::string_view fn, int64_t which) {
+  constexpr const char* op = "tiles::_zip_backward";
+  const ZipFn f = parse_fn<ZipFn>(op, fn, kZipFnNames);
+  TILES_CHECK(has_zip_grad_kernel(f), op, ": fn '", fn, "' has no gradient kernel (only div, max, min and pow do)");
+  TILES_CHECK(which == 0 || which == 1, op, ": argument 'which' must be 0 (a) or 1 (b), got ", which);
+  check_float(op, "grad", grad);
+  check_float(op, "a", a);
+  check_float(op, "b", b);
+  check_same_device(op, "grad", grad, "a", a);
+  check_same_device(op, "grad", grad, "b", b);
+  const auto shape = broadcast_shape(op, a, b);
+  TILES_CHECK(grad.sizes() == c10::IntArrayRef(shape), op, ": argument 'grad' has shape ", grad.sizes(),
+              " but 'a' ", a.sizes(), " and 'b' ", b.sizes(), " broadcast to ", c10::IntArrayRef(shape));
+  const at::Tensor& self = which == 0 ? a : b;
+  at::Tensor out = empty_like_first_dense(shape, grad.options(), {&self, &grad});
+  const auto perm = memory_order(out.strides());
+  auto in = make_indexer<3>(op, permuted(shape, perm),
+                            {permuted(grad.strides(), perm),
+                             permuted(broadcast_strides(shape, a.sizes(), a.strides()), perm),
+                             permuted(broadcast_strides(shape, b.sizes(), b.strides()), perm)});
+  const bool same = a.scalar_type() == grad.scalar_type() && b.scalar_type() == grad.scalar_type();
+  return {out, grad, a, b, f, int(which), in, out.numel(), same};
 }
 
 }  // namespace tiles

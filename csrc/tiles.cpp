@@ -1,6 +1,6 @@
 // The tiles operator schemas, defined once for every backend, and the Python extension module that
-// loads them. Kernels register per dispatch key in csrc/cpu/ops.cpp and csrc/cuda/ops.cu; autograd
-// and fake (meta) kernels are registered from Python, in torch_tiles/_autograd.py and _fake.py.
+// loads them. Kernels register per dispatch key: csrc/cpu/ops.cpp, csrc/cuda/ops.cu, and autograd in
+// csrc/autograd/; fake (meta) kernels are registered from Python, in torch_tiles/_fake.py.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -11,6 +11,13 @@ TORCH_LIBRARY(tiles, m) {
   m.def("zip(Tensor a, Tensor b, str fn) -> Tensor");
   m.def("reduce(Tensor x, int[]? dim, str fn, bool keepdim=False) -> Tensor");
   m.def("bmm(Tensor a, Tensor b) -> Tensor");
+  // The backward kernels (csrc/autograd/): one pass each, differentiable themselves (double
+  // backward). map's gradient grad * f'(x) reads `saved`: x, or map's output y where the fn's
+  // derivative is written in y (map_grad_uses_output in tiles/functions.h). zip's gradient with
+  // respect to operand `which` (0: a, 1: b), in the broadcast shape, for div, max, min and pow.
+  // Internal: not part of the API.
+  m.def("_map_backward(Tensor grad, Tensor saved, str fn) -> Tensor");
+  m.def("_zip_backward(Tensor grad, Tensor a, Tensor b, str fn, int which) -> Tensor");
   // Which kernel bmm would run for these operands ("cpu", "hopper-wgmma", "mma-sync <kind>", "general";
   // a "general" answer on CUDA carries the reason after a colon). For tests and benchmarks; not part of
   // the API.

@@ -128,3 +128,37 @@ def _bmm_fake(a, b):
                  f"{list(b.shape)} has B={batch_b} (one of them may be 1 to broadcast)")
     batch = batch_b if batch_a == 1 else batch_a
     return a.new_empty((batch, m, n))
+
+
+# ---- the backward ops (internal; csrc/tiles.cpp) ---------------------------------------------------
+
+@torch.library.register_fake("tiles::_map_backward")
+def _map_backward_fake(grad, saved, fn):
+    op = "tiles::_map_backward"
+    _check_fn(op, fn, MAP_FNS)
+    _check_float(op, "grad", grad)
+    _check_float(op, "saved", saved)
+    torch._check(grad.shape == saved.shape, lambda: f"{op}: arguments 'grad' {list(grad.shape)} and 'saved' "
+                 f"{list(saved.shape)} must have one shape")
+    if grad.dtype != saved.dtype:
+        raise RuntimeError(f"{op}: arguments 'grad' and 'saved' must have one dtype, got {grad.dtype} and {saved.dtype}")
+    return _empty_like_first_dense(grad.shape, grad.dtype, saved, grad)
+
+
+_ZIP_GRAD_FNS = ("div", "max", "min", "pow")
+
+
+@torch.library.register_fake("tiles::_zip_backward")
+def _zip_backward_fake(grad, a, b, fn, which):
+    op = "tiles::_zip_backward"
+    _check_fn(op, fn, ZIP_FNS)
+    if fn not in _ZIP_GRAD_FNS:
+        raise RuntimeError(f"{op}: fn '{fn}' has no gradient kernel (only div, max, min and pow do)")
+    if which not in (0, 1):
+        raise RuntimeError(f"{op}: argument 'which' must be 0 (a) or 1 (b), got {which}")
+    for arg, t in (("grad", grad), ("a", a), ("b", b)):
+        _check_float(op, arg, t)
+    shape = torch.broadcast_shapes(a.shape, b.shape)
+    torch._check(grad.shape == shape, lambda: f"{op}: argument 'grad' has shape {list(grad.shape)} but 'a' "
+                 f"{list(a.shape)} and 'b' {list(b.shape)} broadcast to {list(shape)}")
+    return _empty_like_first_dense(shape, grad.dtype, a if which == 0 else b, grad)

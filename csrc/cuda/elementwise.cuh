@@ -34,6 +34,20 @@ struct ZipOp {
   __device__ __forceinline__ T operator()(const T (&v)[2]) const { return apply_zip<F>(v[0], v[1]); }
 };
 
+// The backward ops' functions: operands (grad, saved) and (grad, a, b).
+template <MapFn F>
+struct MapGradOp {
+  static constexpr int kArity = 2;
+  template <class T>
+  __device__ __forceinline__ T operator()(const T (&v)[2]) const { return tiles::map_grad<F>(v[0], v[1]); }
+};
+template <ZipFn F, int Which>
+struct ZipGradOp {
+  static constexpr int kArity = 3;
+  template <class T>
+  __device__ __forceinline__ T operator()(const T (&v)[3]) const { return tiles::zip_grad<F, Which>(v[0], v[1], v[2]); }
+};
+
 template <class T, int N>
 struct Operands {
   const T* ptr[N];

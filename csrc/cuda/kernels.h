@@ -10,5 +10,7 @@ void map(const MapProblem& p);
 void zip(const ZipProblem& p);
 void reduce(const ReduceProblem& p);
 void bmm(const BmmProblem& p);
+void map_grad(const MapGradProblem& p);
+void zip_grad(const ZipGradProblem& p);
 
 }  // namespace tiles::cuda

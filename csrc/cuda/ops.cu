@@ -37,6 +37,17 @@ at::Tensor bmm_cuda(const at::Tensor& a, const at::Tensor& b) {
   return bmm_entry<bmm>(a, b);
 }
 
+at::Tensor map_grad_cuda(const at::Tensor& grad, const at::Tensor& saved, c10::string_view fn) {
+  c10::cuda::CUDAGuard guard(grad.device());
+  return map_grad_entry<map_grad>(grad, saved, fn);
+}
+
+at::Tensor zip_grad_cuda(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, c10::string_view fn,
+                         int64_t which) {
+  c10::cuda::CUDAGuard guard(grad.device());
+  return zip_grad_entry<zip_grad>(grad, a, b, fn, which);
+}
+
 std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
@@ -86,6 +97,8 @@ TORCH_LIBRARY_IMPL(tiles, CUDA, m) {
   m.impl("zip", &tiles::cuda::zip_cuda);
   m.impl("reduce", &tiles::cuda::reduce_cuda);
   m.impl("bmm", &tiles::cuda::bmm_cuda);
+  m.impl("_map_backward", &tiles::cuda::map_grad_cuda);
+  m.impl("_zip_backward", &tiles::cuda::zip_grad_cuda);
   m.impl("_bmm_path", &tiles::cuda::bmm_path_cuda);
   m.impl("_bmm_on_path", &tiles::cuda::bmm_on_path_cuda);
   m.impl("_bmm_tile", &tiles::cuda::bmm_tile_cuda);

@@ -35,4 +35,19 @@ at::Tensor bmm_entry(const at::Tensor& a, const at::Tensor& b) {
   return p.out;
 }
 
+template <void (*Kernel)(const MapGradProblem&)>
+at::Tensor map_grad_entry(const at::Tensor& grad, const at::Tensor& saved, c10::string_view fn) {
+  MapGradProblem p = make_map_grad_problem(grad, saved, fn);
+  if (p.numel > 0) Kernel(p);
+  return p.out;
+}
+
+template <void (*Kernel)(const ZipGradProblem&)>
+at::Tensor zip_grad_entry(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, c10::string_view fn,
+                          int64_t which) {
+  ZipGradProblem p = make_zip_grad_problem(grad, a, b, fn, which);
+  if (p.numel > 0) Kernel(p);
+  return p.out;
+}
+
 }  // namespace tiles

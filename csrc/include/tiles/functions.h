@@ -91,6 +91,67 @@ TILES_HD T apply_zip(T a, T b) {
   else static_assert(F != F, "unhandled ZipFn");
 }
 
+// ---- derivatives (the backward kernels, tiles::_map_backward and tiles::_zip_backward) -----------
+
+// Whether map fn F's derivative is written in terms of its output y = f(x) rather than its input x;
+// autograd then saves y instead of x, and the backward kernel reads that one tensor.
+constexpr bool map_grad_uses_output(MapFn f) {
+  return f == MapFn::Exp || f == MapFn::Sqrt || f == MapFn::Inv || f == MapFn::Sigmoid || f == MapFn::Tanh;
+}
+
+// grad * f'(x), given `v`: y = f(x) where map_grad_uses_output(F), else x.
+template <MapFn F, class T>
+TILES_HD T map_grad(T g, T v) {
+  if constexpr (F == MapFn::Id) return g;
+  else if constexpr (F == MapFn::Neg) return -g;
+  else if constexpr (F == MapFn::Abs) return g * (T(v > T(0)) - T(v < T(0)));  // sign(0) = 0, as torch.abs
+  else if constexpr (F == MapFn::Exp) return g * v;
+  else if constexpr (F == MapFn::Log) return g / v;
+  else if constexpr (F == MapFn::Sqrt) return g / (T(2) * v);
+  else if constexpr (F == MapFn::Inv) return -(g * (v * v));
+  else if constexpr (F == MapFn::Square) return g * (T(2) * v);
+  else if constexpr (F == MapFn::Sigmoid) return g * (v * (T(1) - v));
+  else if constexpr (F == MapFn::Relu) return g * T(v > T(0));
+  else if constexpr (F == MapFn::Tanh) return g * (T(1) - v * v);
+  else if constexpr (F == MapFn::Gelu) {  // d/dx x Φ(x) = Φ(x) + x φ(x)
+    const T cdf = T(0.5) * (T(1) + math::erf(v * T(M_SQRT1_2)));
+    const T pdf = math::exp(T(-0.5) * v * v) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / √(2π)
+    return g * (cdf + v * pdf);
+  } else if constexpr (F == MapFn::Silu) {  // d/dx x s(x) = s (1 + x (1 - s))
+    const T s = T(1) / (T(1) + math::exp(-v));
+    return g * (s * (T(1) + v * (T(1) - s)));
+  } else if constexpr (F == MapFn::Sin) return g * math::cos(v);
+  else if constexpr (F == MapFn::Cos) return -(g * math::sin(v));
+  else if constexpr (F == MapFn::Erf) return g * (T(M_2_SQRTPI) * math::exp(-(v * v)));
+  else static_assert(F != F, "unhandled MapFn");
+}
+
+// The zip fns whose gradients take a kernel of their own; add, sub and mul need only a sign or one
+// product (tiles ops), and comparisons have none.
+constexpr bool has_zip_grad_kernel(ZipFn f) {
+  return f == ZipFn::Div || f == ZipFn::Max || f == ZipFn::Min || f == ZipFn::Pow;
+}
+
+// grad * ∂zip(a, b)/∂a (Which = 0) or ∂/∂b (Which = 1), at the broadcast position.
+template <ZipFn F, int Which, class T>
+TILES_HD T zip_grad(T g, T a, T b) {
+  if constexpr (F == ZipFn::Div) {
+    if constexpr (Which == 0) return g / b;
+    else return -((g / b) * (a / b));  // -g a / b², without squaring b (overflow)
+  } else if constexpr (F == ZipFn::Max || F == ZipFn::Min) {
+    // As torch.maximum / torch.minimum: the whole gradient to the winner, half each at a tie, and
+    // the whole to both where either is NaN (the comparisons are then false).
+    const T self = Which == 0 ? a : b, other = Which == 0 ? b : a;
+    const bool loses = F == ZipFn::Max ? self < other : self > other;
+    return g * (T(1) - T(loses) - T(0.5) * T(self == other));
+  } else if constexpr (F == ZipFn::Pow) {
+    if constexpr (Which == 0) return g * (b * math::pow(a, b - T(1)));
+    else return g * (math::pow(a, b) * math::log(a));
+  } else {
+    static_assert(F != F, "no gradient kernel for this ZipFn (has_zip_grad_kernel)");
+  }
+}
+
 // A reduction as (identity, combine, finish). Mean accumulates like Sum and divides at the end;
 // Max/Min propagate NaN like torch.amax / torch.amin. `combine` must be associative for the split
 // (tree / chunked) evaluation orders the kernels use; it is, up to floating-point rounding.

@@ -44,6 +44,27 @@ struct ReduceProblem {
   int64_t num_out, num_in;  // outputs, and input elements reduced into each
 };
 
+// The gradient of map for fn: out = grad * f'(x), read from `saved` (x, or y = f(x) where
+// map_grad_uses_output(fn)); grad and saved have one shape and dtype.
+struct MapGradProblem {
+  at::Tensor out, grad, saved;
+  MapFn fn;
+  StridedIndexer<2> in;  // grad's and saved's offsets over the output's positions in memory order
+  int64_t numel;
+};
+
+// The gradient of zip for fn with respect to operand `which` (0: a, 1: b), in the broadcast shape
+// (grad's): the caller sums it down to that operand's shape. Operands of another float dtype than
+// grad's are converted per element.
+struct ZipGradProblem {
+  at::Tensor out, grad, a, b;
+  ZipFn fn;
+  int which;
+  StridedIndexer<3> in;  // grad's, a's and b's offsets over the output's positions in memory order
+  int64_t numel;
+  bool same_dtype;       // a and b have grad's dtype
+};
+
 // out[b] = a[b] @ b[b]; a batch stride of 0 broadcasts an operand.
 struct BmmProblem {
   at::Tensor out, a, b;
@@ -57,7 +78,15 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
 ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
                                   std::string_view fn, bool keepdim);
 BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b);
+MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn);
+ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
+                                     std::string_view fn, int64_t which);
 
 Dtype to_dtype(at::ScalarType t);
+
+// The fn named `fn`, or an error naming `op` and listing the valid names.
+MapFn parse_map_fn(const char* op, std::string_view fn);
+ZipFn parse_zip_fn(const char* op, std::string_view fn);
+ReduceFn parse_reduce_fn(const char* op, std::string_view fn);
 
 }  // namespace tiles

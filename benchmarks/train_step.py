@@ -1,0 +1,179 @@
+"""What a training loop sees: whole training steps and the cost of one call, tiles against PyTorch.
+
+    python benchmarks/train_step.py                 # every case this machine can run
+    python benchmarks/train_step.py -k overhead     # cases whose name contains 'overhead'
+    python benchmarks/train_step.py --device cpu    # CPU cases only, into benchmarks/results/cpu.json
+
+Cases (speedup = PyTorch time / tiles time, so above 1 is tiles ahead):
+- `train mlp <mode>`: the median step time of examples/train.py's default model (MLP 64-256-256-10, GELU,
+  cross entropy, Adam) at its default batch (64), against its native twin (torch.nn.Linear, GELU,
+  CrossEntropyLoss) from the same weights on the same batches. A step is timed as train.py times it,
+  from the batch gather to the loss on the host, so it includes one device sync. Modes: eager,
+  compile (torch.compile(fullgraph=True)), cuda-graphs (the whole step replayed from one CUDA graph).
+- `overhead <cpu|cuda> grad=<0|1> <op>`: the time of one call on a 16-element input (bmm: 2x4x4 times
+  2x4x4) against `torch.ops.aten`'s op through the same dispatcher path (`torch.ops.<ns>.<op>.<overload>`),
+  calls issued back to back and the device synchronised once at the end; grad=1 makes the inputs
+  require grad, so each call also records its autograd node.
+Each case runs in alternating rounds (tiles first, then PyTorch first, ...) and reports the median,
+with the lowest and highest per-round speedup. Results merge into the machine's results file
+(benchmarks/results_file.py): the GPU's on a GPU machine, cpu.json with --device cpu.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
+import results_file  # noqa: E402
+import train as train_script  # noqa: E402  (examples/train.py)
+
+T, A = torch.ops.tiles, torch.ops.aten
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def rounds_of(measure_tiles, measure_torch, rounds):
+    """Median of each over `rounds` alternating rounds, and the per-round speedup range."""
+    tiles, native = [], []
+    for r in range(rounds):
+        pair = [(tiles, measure_tiles), (native, measure_torch)]
+        for times, measure in (pair if r % 2 == 0 else pair[::-1]):
+            times.append(measure())
+    speedups = [b / a for a, b in zip(tiles, native)]
+    return statistics.median(tiles), statistics.median(native), (min(speedups), max(speedups))
+
+
+def row(name, tiles_s, torch_s, spread, unit_scale, unit, **extra):
+    return {"name": name, "tiles_ms": round(tiles_s * 1e3, 6), "torch_ms": round(torch_s * 1e3, 6),
+            "speedup": round(torch_s / tiles_s, 3), "speedup_rounds": [round(x, 3) for x in spread],
+            "rate": round(tiles_s * unit_scale, 3), "unit": unit, **extra}
+
+
+# ---- per-call overhead ------------------------------------------------------------------------------
+
+def overhead_calls(device, grad):
+    """(op name, tiles call, aten call) on 16-element inputs."""
+    def t(*shape):
+        return torch.randn(*shape, device=device).requires_grad_(grad)
+    x, a, b = t(16), t(16), t(16)
+    ma, mb = t(2, 4, 4), t(2, 4, 4)
+    return [
+        ("map", lambda: T.map.default(x, "exp"), lambda: A.exp.default(x)),
+        ("zip", lambda: T.zip.default(a, b, "add"), lambda: A.add.Tensor(a, b)),
+        ("reduce", lambda: T.reduce.default(x, [0], "sum", False), lambda: A.sum.dim_IntList(x, [0])),
+        ("bmm", lambda: T.bmm.default(ma, mb), lambda: A.bmm.default(ma, mb)),
+    ]
+
+
+def seconds_per_call(fn, device, calls):
+    fn()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / calls
+
+
+def overhead_cases(device, rounds, calls, k=""):
+    rows = []
+    for grad in (0, 1):
+        for op, tiles_fn, torch_fn in overhead_calls(device, bool(grad)):
+            name = f"overhead {device} grad={grad} {op}"
+            if k not in name:
+                continue
+            for fn in (tiles_fn, torch_fn):  # warm up both: first calls allocate and look up kernels
+                for _ in range(200):
+                    fn()
+            tiles_s, torch_s, spread = rounds_of(lambda: seconds_per_call(tiles_fn, device, calls),
+                                                 lambda: seconds_per_call(torch_fn, device, calls), rounds)
+            rows.append(row(name, tiles_s, torch_s, spread, 1e6, "us/call"))
+            print_row(rows[-1])
+    return rows
+
+
+# ---- whole training steps -----------------------------------------------------------------------------
+
+def make_trainer(kind, device, mode, batches, data):
+    """A training step of examples/train.py's default model of `kind`, warmed up; returns (step, model)."""
+    model = train_script.build_model(kind, train_script.HIDDEN, seed=0, device=device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, capturable=device == "cuda")
+    step = train_script.make_step(model, train_script.loss_function(kind), optimizer, compile=mode == "compile")
+    x0, y0 = data.x_train[batches[0]], data.y_train[batches[0]]
+    if mode == "cuda-graphs":
+        step = train_script.make_graphed_step(step, model, optimizer, x0, y0)
+    for idx in batches[:10]:  # compiles, captures, allocates
+        step(data.x_train[idx], data.y_train[idx]).item()
+    return step
+
+
+def step_seconds(step, data, batches):
+    """Median seconds per step over `batches`, each from the batch gather to the loss on the host."""
+    times = []
+    for idx in batches:
+        start = time.perf_counter()
+        step(data.x_train[idx], data.y_train[idx]).item()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def train_cases(device, modes, rounds, steps):
+    data = train_script.load_data(0, device)
+    batches = train_script.epoch_batches(len(data.y_train), 64, seed=0, epoch=0, device=device)
+    batches = batches.repeat(steps // len(batches) + 1, 1)[:steps]
+    rows = []
+    for mode in modes:
+        tiles = make_trainer("tiles", device, mode, batches, data)
+        native = make_trainer("torch", device, mode, batches, data)
+        tiles_s, torch_s, spread = rounds_of(lambda: step_seconds(tiles, data, batches),
+                                             lambda: step_seconds(native, data, batches), rounds)
+        rows.append(row(f"train mlp {mode}", tiles_s, torch_s, spread, 1e3, "ms/step",
+                        model="64-256-256-10 GELU, batch 64, Adam"))
+        print_row(rows[-1])
+    return rows
+
+
+def print_row(r):
+    lo, hi = r["speedup_rounds"]
+    print(f"{r['name']:<34} tiles {r['rate']:>9.3f} {r['unit']:<8} torch {r['torch_ms'] * (1e3 if r['unit'] == 'us/call' else 1):>9.3f}"
+          f"  speedup {r['speedup']:.2f}x ({lo:.2f}-{hi:.2f})", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default=None,
+                        help="cuda: GPU cases and CPU overhead into the GPU's file; cpu: CPU cases into cpu.json "
+                             "(default: cuda when usable)")
+    parser.add_argument("-k", default="", help="only cases whose name contains this")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per round of a train case")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per round of an overhead case")
+    parser.add_argument("--out", default=results_file.RESULTS_DIR, help="results folder")
+    args = parser.parse_args(argv)
+    gpu = torch.cuda.is_available() and torch_tiles.built_with_cuda()
+    device = args.device or ("cuda" if gpu else "cpu")
+    if device == "cuda" and not gpu:
+        sys.exit("--device cuda needs a GPU and a CUDA build of torch_tiles")
+
+    rows = []
+    for d in (["cpu", "cuda"] if device == "cuda" else ["cpu"]):
+        rows += overhead_cases(d, args.rounds, args.calls, args.k)
+    modes = ["eager", "compile", "cuda-graphs"] if device == "cuda" else ["eager"]
+    modes = [m for m in modes if args.k in f"train mlp {m}"]
+    if modes:
+        rows += train_cases(device, modes, args.rounds, args.steps)
+    machine = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    path = results_file.merge(machine, rows, {"threads": torch.get_num_threads()}, args.out)
+    print(f"wrote {len(rows)} cases to {path}")
+
+
+if __name__ == "__main__":
+    main()

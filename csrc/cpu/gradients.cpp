@@ -1,0 +1,74 @@
+// CPU kernels of the backward ops: map's gradient grad * f'(x) and one operand's gradient of zip,
+// each one pass over its operands (tiles/functions.h has the formulas).
+#include <ATen/Parallel.h>
+
+#include "cpu/kernels.h"
+#include "cpu/loops.h"
+#include "tiles/dispatch.h"
+
+namespace tiles::cpu {
+namespace {
+
+constexpr int64_t kGrain = 32768;  // elements per parallel task
+
+// out[i] = f(operand values at position i) over the indexer's positions; out is dense in that order.
+template <class scalar_t, int N, class Loads, class F>
+void elementwise(scalar_t* out, const void* const (&ptrs)[N], const StridedIndexer<N>& ix, int64_t numel,
+                 const Loads& loads, F f) {
+  using T = opmath_t<scalar_t>;
+  at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
+    for_each_run(ix, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+      for (int64_t j = 0; j < count; ++j) {
+        T v[N];
+        for (int k = 0; k < N; ++k) v[k] = loads[k].template load<T>(ptrs[k], off[k] + j * step[k]);
+        out[i + j] = scalar_t(f(v));
+      }
+    });
+  });
+}
+
+template <class L, int N>
+struct Loads {
+  L l[N];
+  const L& operator[](int k) const { return l[k]; }
+};
+
+}  // namespace
+
+void map_grad(const MapGradProblem& p) {
+  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::_map_backward", [&] {
+    using T = opmath_t<scalar_t>;
+    const void* ptrs[2] = {p.grad.const_data_ptr(), p.saved.const_data_ptr()};
+    dispatch_fn(p.fn, [&](auto fn) {
+      elementwise<scalar_t, 2>(p.out.data_ptr<scalar_t>(), ptrs, p.in, p.numel, Loads<StaticLoad<scalar_t>, 2>{},
+                               [](const T (&v)[2]) { return tiles::map_grad<decltype(fn)::value>(v[0], v[1]); });
+    });
+  });
+}
+
+void zip_grad(const ZipGradProblem& p) {
+  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::_zip_backward", [&] {
+    using T = opmath_t<scalar_t>;
+    const void* ptrs[3] = {p.grad.const_data_ptr(), p.a.const_data_ptr(), p.b.const_data_ptr()};
+    const Loads<DynamicLoad, 3> loads{{DynamicLoad{to_dtype(p.grad.scalar_type())},
+                                       DynamicLoad{to_dtype(p.a.scalar_type())},
+                                       DynamicLoad{to_dtype(p.b.scalar_type())}}};
+    dispatch_fn(p.fn, [&](auto fn) {
+      constexpr ZipFn F = decltype(fn)::value;
+      if constexpr (has_zip_grad_kernel(F)) {
+        auto run = [&](auto which) {
+          constexpr int W = decltype(which)::value;
+          auto grad = [](const T (&v)[3]) { return tiles::zip_grad<F, W>(v[0], v[1], v[2]); };
+          if (p.same_dtype)
+            elementwise<scalar_t, 3>(p.out.data_ptr<scalar_t>(), ptrs, p.in, p.numel,
+                                     Loads<StaticLoad<scalar_t>, 3>{}, grad);
+          else
+            elementwise<scalar_t, 3>(p.out.data_ptr<scalar_t>(), ptrs, p.in, p.numel, loads, grad);
+        };
+        p.which == 0 ? run(std::integral_constant<int, 0>{}) : run(std::integral_constant<int, 1>{});
+      }
+    });
+  });
+}
+
+}  // namespace tiles::cpu
