@@ -434,6 +434,7 @@ def main(argv=None):
     else:
         cases = [Case(c.prec, c.layout, cpu_shape(c.shape)) for c in cases]
         device_name = "cpu"
+        torch.set_num_threads(1)  # tiny shapes: more threads only wait on each other
         out_dir = args.out or tempfile.mkdtemp(prefix="bmm-grid-")
     print(f"{device_name} | torch {torch.__version__} | warmup {args.warmup} ms, rep {args.rep} ms, "
           f"{args.rounds} round(s)", flush=True)

@@ -228,6 +228,7 @@ def main(argv=None):
         out_dir = args.out or results_file.RESULTS_DIR
     else:
         device_name = "cpu"
+        torch.set_num_threads(1)  # tiny shapes: more threads only wait on each other
         out_dir = args.out or tempfile.mkdtemp(prefix="gpt-block-")
     print(f"{device_name} | torch {torch.__version__} | d={args.d} heads={args.heads} batch={args.batch} "
           f"seq={args.seq} | {args.windows} windows x {args.steps} steps per variant, forward + backward, "
