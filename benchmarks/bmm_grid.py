@@ -443,18 +443,24 @@ def main(argv=None):
     floors = None if args.no_floor else Floors(bench, args.device)
     rows, pending, start, last_merge = [], [], time.perf_counter(), time.perf_counter()
     path = results_file.path_for(device_name, out_dir)
-    skipped = 0
+    skipped = failures = 0
+    last_print = start
     for i, case in enumerate(cases):
         elapsed = time.perf_counter() - start
         if args.budget_s and elapsed > args.budget_s:
             skipped = len(cases) - i
-            print(f"budget of {args.budget_s:.0f} s spent: {skipped} cases not run", flush=True)
+            print(f"budget of {args.budget_s:g} s spent: {skipped} cases not run", flush=True)
             break
         try:
             row = run_case(case, bench, floors, args.device, args.rounds)
         except Exception as e:  # noqa: BLE001  (an OOM or a kernel error is a result too)
             row = {"name": case.name, "failed": f"{type(e).__name__}: {str(e)[:300]}", "source": case.shape.source}
-            print(f"FAILED {case.name}: {row['failed']}", flush=True)
+            failures += 1
+            if failures <= 10:
+                print(f"FAILED {case.name}: {row['failed']}" + (" (further failures are not printed)"
+                                                                 if failures == 10 else ""), flush=True)
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
         rows.append(row)
         pending.append(row)
         if args.device == "cuda" and case.shape.flops() > 1e11:
@@ -462,19 +468,20 @@ def main(argv=None):
         if time.perf_counter() - last_merge > 20 or i == len(cases) - 1:
             path = results_file.merge(device_name, pending, out_dir=out_dir)
             pending, last_merge = [], time.perf_counter()
-        if (i + 1) % 50 == 0:
-            done = time.perf_counter() - start
-            print(f"  {i + 1}/{len(cases)} cases, {done:.0f} s (estimated {sum(est[:i + 1]):.0f} s)", flush=True)
+        if time.perf_counter() - last_print > 30:
+            last_print = time.perf_counter()
+            print(f"  {i + 1}/{len(cases)} cases ({case.prec}), {last_print - start:.0f} s "
+                  f"(estimated {sum(est[:i + 1]):.0f} s of {sum(est):.0f})", flush=True)
     if pending:
         path = results_file.merge(device_name, pending, out_dir=out_dir)
     total = time.perf_counter() - start
     print(f"\n{len(rows)} cases in {total:.0f} s (estimated {sum(est[:len(rows)]):.0f} s)"
-          + (f"; {skipped} not run (budget)" if skipped else ""))
+          + (f"; {failures} failed" if failures else "") + (f"; {skipped} not run (budget)" if skipped else ""))
     print(summarize(rows, args.precs))
     if args.slowest:
         print()
         print(slowest(rows, args.slowest))
-    print(f"\nwrote {path}")
+    print(f"\nwrote {path}" if rows else "\nno case run: nothing written")
     return rows
 
 

@@ -146,3 +146,9 @@ def test_gpt_block_records_a_failing_precision(gpt, tmp_path, monkeypatch):
     rows = gpt.main(TINY + ["--prec", "bf16,fp32", "--out", str(tmp_path)])
     assert "kernel failed" in rows[0]["failed"] and rows[1]["agree"]
     assert set(_file_rows(tmp_path)) == {"train gpt-block bf16", "train gpt-block fp32"}
+
+
+def test_grid_budget_stops_starting_cases(grid, tmp_path, capsys):
+    rows = grid.main(["--device", "cpu", "--prec", "bf16", "--budget-s", "1e-9", "--out", str(tmp_path)])
+    assert len(rows) < len(grid.grid_cases(["bf16"]))
+    assert "not run (budget)" in capsys.readouterr().out
