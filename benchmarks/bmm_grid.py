@@ -216,7 +216,7 @@ def estimate_s(case, warmup, rep, rounds):
     if not _aligned(case):
         tiles_rate = _GENERAL_RATE[case.prec]
     elif case.layout[0] == "T" and case.prec in ("tf32", "fp32"):
-        tiles_rate *= 0.35 if case.prec == "tf32" else 0.7
+        tiles_rate *= 0.35 if case.prec == "tf32" else 0.45
     floor = moved / 2.5e9 + 0.008  # ms
     t_tiles, t_torch = max(flops / tiles_rate / 1e9, floor), max(flops / torch_rate / 1e9, floor)
 
