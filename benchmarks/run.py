@@ -120,7 +120,8 @@ def save(results, out_dir):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        cases = [c for c in results["cases"] if not c["name"].startswith("grid ")]  # the grid has its own summary
+        cases = [c for c in results["cases"]  # the grid has its own summary; a failed case has no speedup
+                 if not c["name"].startswith("grid ") and "speedup" in c]
         fig, ax = plt.subplots(figsize=(8, 0.32 * len(cases) + 1.2))
         ax.barh([c["name"] for c in cases], [c["speedup"] for c in cases],
                 color=["tab:green" if c["speedup"] >= 1 else "tab:red" for c in cases])

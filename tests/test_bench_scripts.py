@@ -1,0 +1,154 @@
+"""The CPU dry runs of benchmarks/bmm_grid.py and benchmarks/gpt_block.py (tiny shapes, perf_counter
+clock), so that the GPU runs do not find a broken script; plus their case lists and failure rows."""
+import importlib.util
+import json
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+BENCH_DIR = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+NAME = re.compile(r"^grid bmm (bf16|fp16|tf32|fp32|fp64) (NN|TN|NT|TT) B=(-|\d+) M=\d+ N=\d+ K=\d+$")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny shapes: intra-op threads only cost time (a lot of it on a loaded machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"tiles_bench_{name}", os.path.join(BENCH_DIR, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def grid(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH_DIR)  # the scripts import their sibling results_file.py
+    yield _load("bmm_grid")
+    sys.modules.pop("results_file", None)
+
+
+@pytest.fixture
+def gpt(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH_DIR)
+    yield _load("gpt_block")
+    sys.modules.pop("results_file", None)
+
+
+def _file_rows(out_dir):
+    (path,) = [p for p in os.listdir(out_dir) if p.endswith(".json")]
+    with open(os.path.join(out_dir, path)) as f:
+        return {row["name"]: row for row in json.load(f)["cases"]}
+
+
+def test_grid_cases_are_unique_and_named_by_the_convention(grid):
+    cases = grid.grid_cases()
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names))
+    assert all(NAME.match(n) for n in names)
+    for prec in grid.PRECISIONS:
+        layouts = {c.layout for c in cases if c.prec == prec}
+        assert layouts == set(grid.LAYOUTS)
+    assert all(c.shape.flops() <= grid.FP64_MAX_GFLOP * 1e9 for c in cases if c.prec == "fp64")
+    assert any(c.shape.b is None for c in cases) and any(c.shape.b == 1 for c in cases)
+    assert "B=- M=8192 N=3072 K=768" in " ".join(names)  # a d=768 forward, 2-D
+    assert grid.random_shapes() == grid.random_shapes()  # seeded
+    quick = grid.grid_cases(quick=True)
+    assert 0 < len(quick) < len(cases) and {c.prec for c in quick} == set(grid.PRECISIONS)
+
+
+def test_grid_dry_run(grid, tmp_path, capsys):
+    rows = grid.main(["--device", "cpu", "--out", str(tmp_path)])  # the whole grid, every dim / 128
+    assert rows and all("failed" not in r for r in rows)
+    assert {r["name"].split()[2] for r in rows} == set(grid.PRECISIONS)
+    assert {r["name"].split()[3] for r in rows} == set(grid.LAYOUTS)
+    for r in rows:
+        assert NAME.match(r["name"]) and r["speedup"] > 0 and r["path"] == "cpu"
+        assert r["fro_err"] < 1e-2 and r["max_err"] < 5e-2
+    assert any("floor_ms" in r for r in rows)
+    stored = _file_rows(tmp_path)
+    assert set(stored) == {r["name"] for r in rows}
+    assert all(row["device"] == "cpu" for row in stored.values())
+    out = capsys.readouterr().out
+    assert "estimated" in out and "geomean" in out and "fp64" in out
+
+
+def test_grid_records_a_failing_case_and_goes_on(grid, tmp_path, monkeypatch):
+    real = torch.ops.tiles
+
+    class Failing:
+        def bmm(self, a, b):
+            if a.dtype == torch.float64:
+                raise RuntimeError("out of memory (stand-in)")
+            return real.bmm(a, b)
+
+        def _bmm_path(self, a, b):
+            return real._bmm_path(a, b)
+    monkeypatch.setattr(grid, "T", Failing())
+    rows = grid.main(["--device", "cpu", "--prec", "fp32,fp64", "-k", "small batched", "--out", str(tmp_path)])
+    failed = [r for r in rows if "failed" in r]
+    assert failed and all(" fp64 " in r["name"] and "out of memory" in r["failed"] for r in failed)
+    assert any("speedup" in r for r in rows)
+    assert set(_file_rows(tmp_path)) == {r["name"] for r in rows}
+
+
+def test_grid_list_only(grid, capsys):
+    assert grid.main(["--list", "--prec", "bf16"]) == []
+    assert re.search(r"^\d+ cases \(bf16 \d+\); estimated \d+ s", capsys.readouterr().out)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
+def test_scripts_exit_without_a_gpu(grid, gpt):
+    with pytest.raises(SystemExit, match="needs a GPU"):
+        grid.main(["--prec", "bf16", "--limit", "1"])
+    with pytest.raises(SystemExit, match="needs a GPU"):
+        gpt.main(["--prec", "bf16"])
+
+
+TINY = ["--device", "cpu", "--d", "32", "--heads", "2", "--batch", "2", "--seq", "16", "--steps", "1",
+        "--windows", "2", "--warmup", "0"]
+
+
+def test_gpt_block_dry_run(gpt, tmp_path):
+    rows = gpt.main(TINY + ["--out", str(tmp_path)])
+    assert [r["name"] for r in rows] == ["train gpt-block bf16", "train gpt-block tf32", "train gpt-block fp32"]
+    for r in rows:
+        assert r["agree"] and r["speedup"] > 0 and r["tiles_ms"] > 0
+    assert set(_file_rows(tmp_path)) == {r["name"] for r in rows}
+
+
+def test_gpt_block_variants_differ_only_in_the_matmul(gpt, monkeypatch):
+    calls = []
+
+    def counting(a, b):
+        calls.append((a.dim(), b.dim()))
+        return torch.matmul(a, b)
+    monkeypatch.setitem(gpt.MATMULS, "tiles", counting)
+    setup = gpt.Setup("fp32", 32, 2, 2, 16, "cpu")
+    setup.step("tiles")
+    assert calls == [(3, 2), (4, 4), (4, 4), (3, 2), (3, 2), (3, 2)]  # qkv, q@k^T, p@v, out, mlp in, mlp out
+
+
+def test_gpt_block_records_a_failing_precision(gpt, tmp_path, monkeypatch):
+    def broken(a, b):
+        if a.dtype == torch.bfloat16:
+            raise RuntimeError("kernel failed (stand-in)")
+        return torch.matmul(a, b)
+    monkeypatch.setitem(gpt.MATMULS, "tiles", broken)
+    rows = gpt.main(TINY + ["--prec", "bf16,fp32", "--out", str(tmp_path)])
+    assert "kernel failed" in rows[0]["failed"] and rows[1]["agree"]
+    assert set(_file_rows(tmp_path)) == {"train gpt-block bf16", "train gpt-block fp32"}
+
+
+def test_grid_budget_stops_starting_cases(grid, tmp_path, capsys):
+    rows = grid.main(["--device", "cpu", "--prec", "bf16", "--budget-s", "1e-9", "--out", str(tmp_path)])
+    assert len(rows) < len(grid.grid_cases(["bf16"]))
+    assert "not run (budget)" in capsys.readouterr().out
