@@ -217,7 +217,8 @@ class RecordOps(TorchDispatchMode):
 # Ops that compute nothing: views, dtype casts, constant factories, and the ones_like that seeds backward.
 NO_COMPUTE = {"aten::view", "aten::_unsafe_view", "aten::expand", "aten::transpose.int", "aten::t",
               "aten::unsqueeze", "aten::squeeze.dim", "aten::detach", "aten::alias", "aten::_to_copy",
-              "aten::arange", "aten::arange.start_step", "aten::new_full", "aten::new_ones", "aten::ones_like"}
+              "aten::arange", "aten::arange.start_step", "aten::new_full", "aten::new_ones", "aten::ones_like",
+              "aten::scalar_tensor"}
 
 
 def _case(name):

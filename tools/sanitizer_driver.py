@@ -93,6 +93,27 @@ for n in ((2056, 120) if dev == "cuda" else ()):
     check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
     del a, w
 
+# The backward kernels (tiles::_map_backward, tiles::_zip_backward) on each elementwise path: contiguous
+# with a vector tail, an expanded (stride-0) upstream gradient, a transposed input, a broadcast operand,
+# and mixed dtypes (the converting path).
+for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)]:
+    for x in (rand(1037, dtype=dtype), rand(70, 33, dtype=dtype).t(), rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]):
+        g = rand(*x.shape, dtype=dtype)
+        check(f"map_backward gelu {tuple(x.shape)}", T._map_backward(g, x, "gelu"),
+              torch.ops.aten.gelu_backward(g.double(), x.double()), tol)
+        g0 = rand(1, dtype=dtype).expand(x.shape)
+        check(f"map_backward tanh expanded {tuple(x.shape)}", T._map_backward(g0, x, "tanh"),
+              g0.double() * (1 - x.double() ** 2), tol)
+    a, b = rand(33, 64, dtype=dtype), rand(64, dtype=dtype).abs() + 0.5
+    g = rand(33, 64, dtype=dtype)
+    check("zip_backward div b", T._zip_backward(g, a, b, "div", 1), -g.double() * a.double() / b.double() ** 2, 10 * tol)
+    c = rand(64, 33, dtype=dtype).t()
+    weight = (a > c).double() + 0.5 * (a == c).double()
+    check("zip_backward max transposed", T._zip_backward(g, a, c, "max", 0), g.double() * weight, tol)
+    bd = b.double()
+    check("zip_backward pow mixed", T._zip_backward(g.float(), b, a.double(), "pow", 0),
+          g.double() * a.double() * bd ** (a.double() - 1), 10 * tol)
+
 # Backward of every op: the autograd formulas launch the kernels above in other layouts.
 x = rand(16, 24, requires_grad=True)
 w = rand(24, 8, requires_grad=True)

@@ -119,14 +119,13 @@ at::Tensor zip_grad_composite(const at::Tensor& g, const at::Tensor& a, const at
   }
 }
 
-at::Tensor sum_to(at::Tensor grad, c10::SymIntArrayRef sizes, at::ScalarType dtype) {
+at::Tensor sum_to(at::Tensor grad, c10::SymIntArrayRef sizes) {
   const int64_t lead = grad.dim() - int64_t(sizes.size());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
   for (int64_t d = 0; d < int64_t(sizes.size()); ++d)
     if (sizes[d] == 1 && grad.sym_size(lead + d) != 1) dims.push_back(lead + d);
-  if (!dims.empty()) grad = calls::reduce(grad, dims, "sum", true).reshape_symint(sizes);
-  return grad.scalar_type() == dtype ? grad : grad.to(dtype);
+  return dims.empty() ? grad : calls::reduce(grad, dims, "sum", true).reshape_symint(sizes);
 }
 
 at::Tensor reduce_grad(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& out, ReduceFn f,

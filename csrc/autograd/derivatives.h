@@ -27,8 +27,8 @@ at::Tensor zip_grad_composite(const at::Tensor& grad, const at::Tensor& a, const
 // Whether zip_grad for operand `which` reads a (operand 0) / b (operand 1).
 bool zip_grad_reads(ZipFn f, int which, int operand);
 
-// `grad` summed over the dims along which an operand of shape `sizes` was broadcast, and cast to `dtype`.
-at::Tensor sum_to(at::Tensor grad, c10::SymIntArrayRef sizes, at::ScalarType dtype);
+// `grad` summed over the dims along which an operand of shape `sizes` was broadcast.
+at::Tensor sum_to(at::Tensor grad, c10::SymIntArrayRef sizes);
 
 // reduce's gradient: `grad` and `out` are the reduction's output gradient and result with the reduced
 // `dims` kept as size 1; x is the input (undefined for sum and mean, which only need its sizes).

@@ -52,10 +52,13 @@ class ZipFunction : public Function<ZipFunction> {
     at::AutoDispatchBelowADInplaceOrView below;
     at::Tensor out = calls::zip(a, b, fn);
     ctx->saved_data["fn"] = int64_t(f);
-    ctx->saved_data["a_sizes"] = a.sym_sizes();
-    ctx->saved_data["b_sizes"] = b.sym_sizes();
-    ctx->saved_data["a_dtype"] = a.scalar_type();
-    ctx->saved_data["b_dtype"] = b.scalar_type();
+    // An operand's gradient is summed down to its shape and cast to its dtype only where those differ
+    // from the output's (a broadcast operand, a 0-dim constant of another dtype): say which, and how.
+    const at::Tensor* operands[2] = {&a, &b};
+    for (int k = 0; k < 2; ++k) {
+      if (operands[k]->sym_sizes() != out.sym_sizes()) ctx->saved_data[kSizes[k]] = operands[k]->sym_sizes();
+      if (operands[k]->scalar_type() != out.scalar_type()) ctx->saved_data[kDtypes[k]] = operands[k]->scalar_type();
+    }
     const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
     auto read = [&](int operand) {
       return (grad_a && zip_grad_reads(f, 0, operand)) || (grad_b && zip_grad_reads(f, 1, operand));
@@ -68,17 +71,22 @@ class ZipFunction : public Function<ZipFunction> {
     const auto f = ZipFn(ctx->saved_data["fn"].toInt());
     const variable_list saved = ctx->get_saved_variables();
     variable_list out(3);
-    const char* sizes[2] = {"a_sizes", "b_sizes"};
-    const char* dtypes[2] = {"a_dtype", "b_dtype"};
     for (int which = 0; which < 2; ++which) {
       if (!ctx->needs_input_grad(which)) continue;
       at::Tensor g = zip_grad(grads[0], saved[0], saved[1], f, which);
-      if (g.defined())
-        out[which] = sum_to(g, ctx->saved_data[sizes[which]].toSymIntVector(),
-                            ctx->saved_data[dtypes[which]].toScalarType());
+      if (!g.defined()) continue;
+      auto sizes = ctx->saved_data.find(kSizes[which]);
+      if (sizes != ctx->saved_data.end()) g = autograd::sum_to(g, sizes->second.toSymIntVector());
+      auto dtype = ctx->saved_data.find(kDtypes[which]);
+      if (dtype != ctx->saved_data.end()) g = g.to(dtype->second.toScalarType());
+      out[which] = g;
     }
     return out;
   }
+
+ private:
+  static constexpr const char* kSizes[2] = {"a_sizes", "b_sizes"};
+  static constexpr const char* kDtypes[2] = {"a_dtype", "b_dtype"};
 };
 
 class ReduceFunction : public Function<ReduceFunction> {
