@@ -153,9 +153,9 @@ def main(argv=None):
                         help="cuda: GPU cases and CPU overhead into the GPU's file; cpu: CPU cases into cpu.json "
                              "(default: cuda when usable)")
     parser.add_argument("-k", default="", help="only cases whose name contains this")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200, help="timed steps per round of a train case")
-    parser.add_argument("--calls", type=int, default=2000, help="calls per round of an overhead case")
+    parser.add_argument("--calls", type=int, default=5000, help="calls per round of an overhead case")
     parser.add_argument("--out", default=results_file.RESULTS_DIR, help="results folder")
     args = parser.parse_args(argv)
     gpu = torch.cuda.is_available() and torch_tiles.built_with_cuda()
