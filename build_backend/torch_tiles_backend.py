@@ -64,14 +64,13 @@ def _use_target_torch():
 
 
 def get_requires_for_build_wheel(config_settings=None):
-    requires = _setuptools.get_requires_for_build_wheel(config_settings)
-    if not _torch_importable():
-        found = _target_torch()
-        if found is None:
-            torch = os.environ.get("TILES_BUILD_TORCH", DEFAULT_TORCH)
-            _say(f"no torch in the target environment: building against {torch}, installed as a dependency")
-            requires.append(torch)
-    return requires
+    # setuptools' own hook runs setup.py to collect setup_requires (which we do not use), and setup.py
+    # cannot run before torch is there: answer without it. pyproject.toml lists the rest.
+    if _torch_importable() or _target_torch() is not None:
+        return []
+    torch = os.environ.get("TILES_BUILD_TORCH", DEFAULT_TORCH)
+    _say(f"no torch in the target environment: building against {torch}, which becomes a dependency")
+    return [torch]
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
