@@ -29,7 +29,7 @@ API = section(README, "## API")
                                        ("reduce", torch_tiles.REDUCE_FNS)])
 def test_every_fn_name_has_a_row_in_its_ops_api_section(op, names):
     body = section(API, f"### `tiles::{op}(")
-    rows = set(re.findall(r"^\| `(\w+)` \|", body, re.MULTILINE))
+    rows = set(re.findall(r"^\| `(\w+)` \|", body, re.MULTILINE)) - {"fn"}  # less the header row
     assert sorted(set(names) - rows) == [], f"fn names of tiles::{op} missing from its README table"
     assert sorted(rows - set(names)) == [], f"README documents fn names tiles::{op} does not have"
 
