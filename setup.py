@@ -2,6 +2,7 @@
 
 Environment: TILES_FORCE_CUDA=1 / TILES_FORCE_CPU=1 override the choice; TORCH_CUDA_ARCH_LIST picks GPU
 architectures (default below when unset and no GPU is visible); MAX_JOBS bounds parallel compiles.
+`pip install .` runs this through build_backend/torch_tiles_backend.py, which picks the torch it imports.
 """
 import glob
 import os
@@ -15,9 +16,8 @@ try:
 except ImportError:
     sys.exit(
         "torch_tiles: PyTorch is not importable in this build environment.\n"
-        "The extension must be compiled against the torch you will run it with. Install torch first,\n"
-        "then build without pip's isolated environment:\n\n"
-        "    pip install --no-build-isolation .\n"
+        "`pip install .` provides it (the build backend uses the environment's torch, or installs one);\n"
+        "`pip install --no-build-isolation .` needs torch installed first.\n"
     )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,6 +85,10 @@ else:
         extra_compile_args={"cxx": cxx_flags},
     )
 print(f"torch_tiles: building {'CUDA + CPU' if with_cuda else 'CPU-only'} kernels ({why})"
-      + (f", archs {os.environ.get('TORCH_CUDA_ARCH_LIST')}" if with_cuda else ""), flush=True)
+      + (f", archs {os.environ.get('TORCH_CUDA_ARCH_LIST')}" if with_cuda else "")
+      + f", against torch {torch.__version__}", file=sys.stderr, flush=True)
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+# The extension only loads in the torch release it was compiled against: pin it (without a local label
+# such as +cpu or +cu130, so that either build of that release satisfies it).
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension},
+      install_requires=[f"torch=={torch.__version__.split('+')[0]}"])

@@ -1,7 +1,10 @@
 """A one-screen tour of torch_tiles: the four operators, forward and backward, checked against PyTorch.
 
     python examples/demo.py            # on the GPU when there is one (and the build has CUDA), else CPU
+    python examples/demo.py --device cpu
 """
+import argparse
+
 import torch
 
 import torch_tiles
@@ -14,9 +17,19 @@ def show(name, ours, ref):
     print(f"  {name:<44} shape {str(tuple(ours.shape)):<14} max |tiles - torch| = {err:.2e}")
 
 
-def main():
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cuda = torch.cuda.is_available() and torch_tiles.built_with_cuda()
-    dev = "cuda" if cuda else "cpu"
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu",
+                   help="default: cuda if usable, else cpu")
+    args = p.parse_args(argv)
+    if args.device == "cuda" and not cuda:
+        p.error("--device cuda needs a visible GPU and a build of torch_tiles with its CUDA kernels")
+    return args
+
+
+def main(argv=None):
+    dev = parse_args(argv).device
     print(f"torch_tiles on {dev} (torch {torch.__version__}, CUDA kernels built: {torch_tiles.built_with_cuda()})")
     torch.manual_seed(0)
     x = torch.randn(64, 96, device=dev)

@@ -148,6 +148,16 @@ def test_cross_entropy_rejects_bad_shapes():
         F.cross_entropy(torch.randn(2, 3), torch.zeros(3, dtype=torch.long))
 
 
+def test_cross_entropy_rejects_non_integer_targets():
+    """PyTorch raises on a float target of shape [N]; so do we, rather than scoring no class (loss 0)."""
+    logits = torch.randn(3, 4)
+    for target in (torch.randn(3), torch.tensor([0.0, 1.0, 2.0]), torch.tensor([True, False, True])):
+        with pytest.raises(TypeError, match="cross_entropy: target must hold integer class indices"):
+            tnn.CrossEntropyLoss()(logits, target)
+    for dtype in (torch.long, torch.int32, torch.uint8):
+        F.cross_entropy(logits, torch.tensor([0, 1, 3], dtype=dtype))  # every integer dtype is accepted
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_matches_torch(device, dtype, reduction):
     """Gradients with respect to both the input and the target."""

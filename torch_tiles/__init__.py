@@ -19,7 +19,7 @@ from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS, bmm, map, reduce, zip
 from . import functional, nn  # torch.nn-style blocks built on the ops
 from .functional import matmul
 
-__all__ = ["map", "zip", "reduce", "bmm", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS", "built_with_cuda"]
+__all__ = ["map", "zip", "reduce", "bmm", "matmul", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS", "built_with_cuda"]
 __version__ = "0.1.0"
 
 

@@ -186,6 +186,8 @@ def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
 def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """-log softmax(logits)[target] for ``logits`` [N, C] and integer class indices ``target`` [N].
 
+    A floating-point (or bool) ``target`` raises TypeError: class probabilities are not supported.
+
     The target's one-hot mask is made by a tiles zip "eq" of the targets against 0..C-1 (in float32,
     which holds class indices exactly where bfloat16 would not past 256), so the loss needs no gather
     and no host sync and can be captured in a CUDA graph. Unlike PyTorch, targets are not range-checked
@@ -194,6 +196,9 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
         raise ValueError(f"cross_entropy expects logits [N, C] and target [N], got {list(logits.shape)} "
                          f"and {list(target.shape)}")
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise TypeError(f"cross_entropy: target must hold integer class indices (e.g. torch.long), got "
+                        f"{target.dtype}; class probabilities are not supported")
     classes = torch.arange(logits.shape[1], device=logits.device, dtype=torch.float32)
     one_hot = _zip(target.to(torch.float32).unsqueeze(1), classes, "eq").to(logits.dtype)
     picked = _reduce(_zip(log_softmax(logits, 1), one_hot, "mul"), [1], "sum")
