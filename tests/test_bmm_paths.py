@@ -434,3 +434,24 @@ def test_paths_agree():
 def test_bmm_path_on_cpu_names_cpu():
     a = torch.ones(2, 3, 4)
     assert torch.ops.tiles._bmm_path(a, torch.ones(2, 4, 5)) == "cpu"
+
+
+# The general kernel splits long K over several blocks when the output has few tiles (split-K): one
+# tile, a few, a batch, K not a multiple of the split or of the k-slab, a broadcast operand, transposed
+# operands, every dtype; and run to run the same bits (the splits are summed in a fixed order).
+SPLIT_K_CASES = [(1, 64, 10, 256), (5, 254, 1, 3985), (1, 92, 4, 1858), (3, 70, 33, 1000), (1, 1, 1, 4097),
+                 (2, 130, 65, 777)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("case", SPLIT_K_CASES, ids=["x".join(map(str, c)) for c in SPLIT_K_CASES])
+def test_general_path_split_k(dtype, case):
+    batch, m, n, k = case
+    a = make_tensor((batch, m, k), dtype, "cuda")
+    b = make_tensor((1, k, n), dtype, "cuda")  # broadcast batch
+    for x, y in [(a, b), (a.mT.contiguous().mT, b.mT.contiguous().mT)]:
+        torch.full((batch * m * n,), float("nan"), dtype=dtype, device="cuda")  # the output's future memory
+        out = torch.ops.tiles._bmm_on_path(x, y, "general")
+        assert_bmm_close(out, x, y)
+        assert torch.equal(out, torch.ops.tiles._bmm_on_path(x, y, "general"))

@@ -47,7 +47,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
         check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
               (rc.amax() if dim is None else rc.amax(dim[0])).to(dev), tol)
-    for (b, mm, k, n) in [(2, 65, 17, 33), (1, 1, 1, 1), (3, 8, 0, 5)]:
+    for (b, mm, k, n) in [(2, 65, 17, 33), (1, 1, 1, 1), (3, 8, 0, 5), (1, 64, 300, 10)]:  # the last: split-K
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
         check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
         check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),

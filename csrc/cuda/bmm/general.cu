@@ -7,6 +7,13 @@
 // spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads
 // walk whichever of an operand's two matrix dims has unit stride, so both row- and column-major
 // operands (a.transpose(1, 2), b.mT) load coalesced.
+//
+// Few output tiles over a long K (a matrix-vector product, a weight gradient of a narrow layer) would
+// leave most SMs idle while each block walks all of K: there the k-blocks are split over gridDim.z
+// (split-K), each split writes its partial tile in the op-math type, and a second kernel sums the
+// splits in a fixed order (deterministic) into the output.
+#include <ATen/ATen.h>
+
 #include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
 #include "tiles/dispatch.h"
@@ -38,11 +45,13 @@ __device__ __forceinline__ void stage(Acc (*smem)[kTile + 1], const scalar_t* sr
   }
 }
 
-template <class scalar_t>
+// Writes c[batch][m][n] (Out = scalar_t), or with split-K this split's partials (Out = the op-math
+// type) at c + blockIdx.z * batch * m * n, from k-blocks [blockIdx.z * k_split, + k_split).
+template <class scalar_t, class Out>
 __global__ void __launch_bounds__(kThreads)
-bmm_kernel(scalar_t* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
+bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
            int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sab, int64_t sam, int64_t sak,
-           int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n) {
+           int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n, int64_t k_split) {
   using Acc = opmath_t<scalar_t>;
   __shared__ Acc a_tile[kDepth][kTile + 1];  // +1: staging stores along kk do not collide in a bank
   __shared__ Acc b_tile[kDepth][kTile + 1];
@@ -51,11 +60,13 @@ bmm_kernel(scalar_t* __restrict__ c, const scalar_t* __restrict__ a, const scala
   const int64_t n0 = int64_t(blockIdx.x % tiles_n) * kTile;
   const int tx = threadIdx.x % kSpread, ty = threadIdx.x / kSpread;
 
+  const int64_t k_begin = int64_t(blockIdx.z) * k_split, k_end = std::min(k, k_begin + k_split);
+  c += int64_t(blockIdx.z) * batch * m * n;
   for (int64_t bi = blockIdx.y; bi < batch; bi += gridDim.y) {
     const scalar_t* a_blk = a + bi * sab + m0 * sam;
     const scalar_t* b_blk = b + bi * sbb + n0 * sbn;
     Acc acc[kMicro][kMicro] = {};
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kDepth) {
       stage(a_tile, a_blk + k0 * sak, sam, sak, m - m0, k - k0);
       stage(b_tile, b_blk + k0 * sbk, sbn, sbk, n - n0, k - k0);
       __syncthreads();
@@ -73,29 +84,67 @@ bmm_kernel(scalar_t* __restrict__ c, const scalar_t* __restrict__ a, const scala
       }
       __syncthreads();
     }
-    scalar_t* c_blk = c + (bi * m + m0) * n + n0;
+    Out* c_blk = c + (bi * m + m0) * n + n0;
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
       const int64_t row = ty + i * kSpread;
 #pragma unroll
       for (int j = 0; j < kMicro; ++j) {
         const int64_t col = tx + j * kSpread;
-        if (m0 + row < m && n0 + col < n) c_blk[row * n + col] = scalar_t(acc[i][j]);
+        if (m0 + row < m && n0 + col < n) c_blk[row * n + col] = Out(acc[i][j]);
       }
     }
   }
 }
 
+// out[i] = the sum of the splits' partials at i, in split order.
+template <class scalar_t, class Acc>
+__global__ void __launch_bounds__(kThreads)
+sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, int64_t total, int splits) {
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    Acc sum = partials[i];
+    for (int s = 1; s < splits; ++s) sum += partials[s * total + i];
+    out[i] = scalar_t(sum);
+  }
+}
+
+// How many ways to split K: enough blocks for about two per SM, each split at least kMinSplitK deep,
+// and the partials (in the op-math type) at most kMaxPartials elements.
+constexpr int64_t kMinSplitK = 4 * kDepth, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
+int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
+  const int64_t wanted = (2 * int64_t(sm_count()) + blocks - 1) / blocks;
+  const int64_t by_depth = k / kMinSplitK, by_memory = kMaxPartials / std::max<int64_t>(out_elements, 1);
+  return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
+}
+
 template <class scalar_t>
 void launch(const BmmProblem& p) {
+  using Acc = opmath_t<scalar_t>;
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
   TILES_CHECK(tiles_m * tiles_n < (int64_t(1) << 31), "tiles::bmm: output matrices of ", p.m, " x ", p.n,
               " are too large for one launch");
-  const dim3 grid(unsigned(tiles_m * tiles_n), unsigned(std::min<int64_t>(p.batch, 65535)));
-  bmm_kernel<scalar_t><<<grid, kThreads, 0, current_stream()>>>(
-      p.out.data_ptr<scalar_t>(), p.a.const_data_ptr<scalar_t>(), p.b.const_data_ptr<scalar_t>(), p.batch,
-      p.m, p.n, p.k, p.a_strides[0], p.a_strides[1], p.a_strides[2], p.b_strides[0], p.b_strides[1],
-      p.b_strides[2], tiles_n);
+  const int64_t batch_blocks = std::min<int64_t>(p.batch, 65535);
+  const int64_t total = p.batch * p.m * p.n;
+  const int64_t splits = k_splits(tiles_m * tiles_n * batch_blocks, p.k, total);
+  // Each split's k-range, whole k-slabs.
+  const int64_t k_split = ((p.k + splits - 1) / splits + kDepth - 1) / kDepth * kDepth;
+  const int64_t used = splits > 1 ? (p.k + k_split - 1) / k_split : 1;
+  const dim3 grid(unsigned(tiles_m * tiles_n), unsigned(batch_blocks), unsigned(used));
+  auto run = [&](auto* c) {
+    bmm_kernel<scalar_t><<<grid, kThreads, 0, current_stream()>>>(
+        c, p.a.const_data_ptr<scalar_t>(), p.b.const_data_ptr<scalar_t>(), p.batch, p.m, p.n, p.k,
+        p.a_strides[0], p.a_strides[1], p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
+        used > 1 ? k_split : std::max<int64_t>(p.k, 1));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (used == 1) {
+    run(p.out.data_ptr<scalar_t>());
+    return;
+  }
+  at::Tensor partials = at::empty({used, total}, p.out.options().dtype(c10::CppTypeToScalarType<Acc>::value));
+  run(partials.data_ptr<Acc>());
+  sum_splits_kernel<scalar_t, Acc><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
+      p.out.data_ptr<scalar_t>(), partials.const_data_ptr<Acc>(), total, int(used));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
