@@ -3,6 +3,8 @@
 // instruction set (simd.h). This file hands it the pointers, the strides and the threads.
 #include <ATen/Parallel.h>
 
+#include "cpu/parallel.h"
+
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 
@@ -10,7 +12,7 @@ namespace tiles::cpu {
 namespace {
 
 void parallel(int64_t n, int64_t grain, void* ctx, void (*body)(void*, int64_t, int64_t)) {
-  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { body(ctx, begin, end); });
+  parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { body(ctx, begin, end); });
 }
 
 }  // namespace

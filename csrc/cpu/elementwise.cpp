@@ -1,7 +1,9 @@
-// CPU map and zip: the output's positions split across threads (at::parallel_for), each range run by
+// CPU map and zip: the output's positions split across threads (parallel.h), each range run by
 // the vector loops of simd_body.h for this CPU's instruction set: unit-stride runs straight from
 // memory, strided runs gathered along the innermost dim into small blocks first.
 #include <ATen/Parallel.h>
+
+#include "cpu/parallel.h"
 
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
@@ -18,14 +20,14 @@ constexpr int64_t kGrain = 32768;
 void map(const MapProblem& p) {
   const MapArgs args{p.fn, to_dtype(p.out.scalar_type()), p.x.const_data_ptr(), p.out.data_ptr(), &p.in};
   const Kernels& k = kernels();
-  at::parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.map_range(args, begin, end); });
+  parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.map_range(args, begin, end); });
 }
 
 void zip(const ZipProblem& p) {
   const ZipArgs args{p.fn, to_dtype(p.out.scalar_type()), to_dtype(p.a.scalar_type()), to_dtype(p.b.scalar_type()),
                      p.a.const_data_ptr(), p.b.const_data_ptr(), p.out.data_ptr(), &p.in};
   const Kernels& k = kernels();
-  at::parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.zip_range(args, begin, end); });
+  parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.zip_range(args, begin, end); });
 }
 
 }  // namespace tiles::cpu

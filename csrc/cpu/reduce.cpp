@@ -18,6 +18,8 @@
 //   other    strided: the same chunked order, one element at a time along the innermost dim.
 #include <ATen/Parallel.h>
 
+#include "cpu/parallel.h"
+
 #include <vector>
 
 #include "cpu/kernels.h"
@@ -55,7 +57,7 @@ void reduce_kernel(const ReduceProblem& p) {
     std::vector<double> partial(chunks > 1 ? chunks * p.num_out : 0);
     const int64_t tasks = groups * chunks;
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(kCols * std::min(kChunk, p.num_in), 1));
-    at::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
+    parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
       double buf[kCols];
       for (int64_t t = begin; t < end; ++t) {
         const int64_t g = t / chunks, c = t % chunks;
@@ -71,7 +73,7 @@ void reduce_kernel(const ReduceProblem& p) {
       }
     });
     if (chunks > 1) {
-      at::parallel_for(0, p.num_out, kGrain / chunks + 1, [&](int64_t begin, int64_t end) {
+      parallel_for(0, p.num_out, kGrain / chunks + 1, [&](int64_t begin, int64_t end) {
         for (int64_t o = begin; o < end; ++o) {
           double acc = R::identity();
           for (int64_t c = 0; c < chunks; ++c) acc = R::combine(acc, partial[c * p.num_out + o]);
@@ -91,7 +93,7 @@ void reduce_kernel(const ReduceProblem& p) {
   if (p.num_out >= at::get_num_threads() || chunks <= 1) {
     // Enough outputs to go round: one task reduces whole outputs.
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
-    at::parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
+    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) finish(o, reduce_all(p.outer.offsets(o)[0]));
     });
     return;
@@ -100,7 +102,7 @@ void reduce_kernel(const ReduceProblem& p) {
   std::vector<double> partial(chunks);
   for (int64_t o = 0; o < p.num_out; ++o) {
     const int64_t base = p.outer.offsets(o)[0];
-    at::parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
+    parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c)
         partial[c] = k.reduce_span(args, base, c * kChunk, std::min((c + 1) * kChunk, p.num_in));
     });
