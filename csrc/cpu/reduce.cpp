@@ -5,7 +5,8 @@
 // bits every run on one machine. (Machines of other vector widths may differ in the last bits.)
 // Sum, mean and prod accumulate in double lanes: in float32 the roundings of a running sum of similar
 // values all err the same way (n ulps after n elements); in double that drift stays far below one
-// float32 ulp of the result, and converting float lanes to double costs little next to the loads.
+// float32 ulp of the result. Along rows, float sums first add 8 vectors pairwise in float (3 ulps of
+// their magnitudes at most) and widen only that, so the conversions cost a quarter of the loads.
 // Max and min are exact in any order and run in the op-math type.
 //
 // Three shapes of work (simd_body.h has the loops):

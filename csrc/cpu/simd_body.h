@@ -348,7 +348,31 @@ template <class S> inline vd load_d(const S* p) {
 template <ReduceFn F, class S, class A>
 inline A reduce_unit(const S* p, int64_t n, A acc) {
   using R = Reducer<F, A>;
-  if constexpr (std::is_same_v<A, double>) {
+  if constexpr (std::is_same_v<A, double> && !std::is_same_v<S, double> && F != ReduceFn::Prod) {
+    // Sum / mean of float lanes: 8 vectors added pairwise in float (each lane's partial of 8 values
+    // carries at most 3 roundings, 3 ulps of the sum of their magnitudes), then widened into double
+    // accumulators: a quarter of the conversions, and far inside the float32 tolerance.
+    constexpr int W = lanes<float>;
+    if (n >= 8 * W) {
+      vd lo = splat<vd>(0.0), hi = lo;
+      int64_t j = 0;
+      for (; j + 8 * W <= n; j += 8 * W) {
+        vf v[8];
+        for (int u = 0; u < 8; ++u) v[u] = Io<S>::load(p + j + u * W);
+        const vf s = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+        vfh h[2];
+        __builtin_memcpy(h, &s, sizeof(s));
+        lo += __builtin_convertvector(h[0], vd);
+        hi += __builtin_convertvector(h[1], vd);
+      }
+      const vd v = lo + hi;
+      for (int l = 0; l < lanes<double>; ++l) acc = R::combine(acc, v[l]);
+      p += j;
+      n -= j;
+    }
+    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
+    return acc;
+  } else if constexpr (std::is_same_v<A, double>) {
     constexpr int W = lanes<double>;
     if (n >= 4 * W) {
       vd v0 = splat<vd>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
