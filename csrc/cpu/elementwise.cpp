@@ -1,73 +1,33 @@
-// CPU map and zip: a direct loop when every operand is contiguous in output order, else strided runs.
+// CPU map and zip: the output's positions split across threads (parallel.h), each range run by
+// the vector loops of simd_body.h for this CPU's instruction set: unit-stride runs straight from
+// memory, strided runs gathered along the innermost dim into small blocks first.
 #include <ATen/Parallel.h>
 
+#include "cpu/parallel.h"
+
 #include "cpu/kernels.h"
-#include "cpu/loops.h"
-#include "tiles/dispatch.h"
+#include "cpu/simd.h"
 
 namespace tiles::cpu {
 namespace {
 
-constexpr int64_t kGrain = 32768;  // elements per parallel task
-
-template <class scalar_t, MapFn F>
-void map_kernel(const MapProblem& p) {
-  using T = opmath_t<scalar_t>;
-  scalar_t* out = p.out.data_ptr<scalar_t>();
-  const scalar_t* x = p.x.const_data_ptr<scalar_t>();  // includes the storage offset
-  at::parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) {
-    if (p.in.is_contiguous()) {
-      for (int64_t i = begin; i < end; ++i) out[i] = scalar_t(apply_map<F>(T(x[i])));
-      return;
-    }
-    for_each_run(p.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
-      const scalar_t* src = x + off[0];
-      for (int64_t j = 0; j < count; ++j) out[i + j] = scalar_t(apply_map<F>(T(src[j * step[0]])));
-    });
-  });
-}
-
-template <class scalar_t, ZipFn F, class LoadA, class LoadB>
-void zip_kernel(const ZipProblem& p, LoadA load_a, LoadB load_b) {
-  using T = opmath_t<scalar_t>;
-  scalar_t* out = p.out.data_ptr<scalar_t>();
-  const void* a = p.a.const_data_ptr();
-  const void* b = p.b.const_data_ptr();
-  at::parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) {
-    if (p.in.is_contiguous()) {
-      for (int64_t i = begin; i < end; ++i)
-        out[i] = scalar_t(apply_zip<F>(load_a.template load<T>(a, i), load_b.template load<T>(b, i)));
-      return;
-    }
-    for_each_run(p.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
-      for (int64_t j = 0; j < count; ++j) {
-        const T va = load_a.template load<T>(a, off[0] + j * step[0]);
-        const T vb = load_b.template load<T>(b, off[1] + j * step[1]);
-        out[i + j] = scalar_t(apply_zip<F>(va, vb));
-      }
-    });
-  });
-}
+// Elements per parallel task: large enough that a task's start-up (tens of microseconds for a
+// thread wake-up) is small against its work, small enough that 2^20 elements use every thread.
+constexpr int64_t kGrain = 32768;
 
 }  // namespace
 
 void map(const MapProblem& p) {
-  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::map", [&] {
-    dispatch_fn(p.fn, [&](auto fn) { map_kernel<scalar_t, decltype(fn)::value>(p); });
-  });
+  const MapArgs args{p.fn, to_dtype(p.out.scalar_type()), p.x.const_data_ptr(), p.out.data_ptr(), &p.in};
+  const Kernels& k = kernels();
+  parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.map_range(args, begin, end); });
 }
 
 void zip(const ZipProblem& p) {
-  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::zip", [&] {
-    dispatch_fn(p.fn, [&](auto fn) {
-      constexpr ZipFn F = decltype(fn)::value;
-      if (p.same_dtype)
-        zip_kernel<scalar_t, F>(p, StaticLoad<scalar_t>{}, StaticLoad<scalar_t>{});
-      else
-        zip_kernel<scalar_t, F>(p, DynamicLoad{to_dtype(p.a.scalar_type())},
-                                DynamicLoad{to_dtype(p.b.scalar_type())});
-    });
-  });
+  const ZipArgs args{p.fn, to_dtype(p.out.scalar_type()), to_dtype(p.a.scalar_type()), to_dtype(p.b.scalar_type()),
+                     p.a.const_data_ptr(), p.b.const_data_ptr(), p.out.data_ptr(), &p.in};
+  const Kernels& k = kernels();
+  parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.zip_range(args, begin, end); });
 }
 
 }  // namespace tiles::cpu

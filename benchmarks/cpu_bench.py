@@ -1,0 +1,155 @@
+"""Times the tiles CPU kernels against PyTorch's CPU ops in one process, and records the results.
+
+    python benchmarks/cpu_bench.py              # every case
+    python benchmarks/cpu_bench.py -k bmm       # cases whose name contains 'bmm'
+    python benchmarks/cpu_bench.py --no-write   # print only
+
+Uses the in-place build of this checkout when there is one (torch_tiles/_C*.so beside this folder),
+else the installed torch_tiles. Runs at the machine's default thread count (torch.get_num_threads(),
+which the tiles kernels share through at::parallel_for).
+
+Each case is timed in --rounds rounds that alternate which library goes first; a round takes the
+median of time.perf_counter() over repeated calls (enough to fill --min-ms), after warm-up calls. The
+reported times are the medians over rounds and the speedup (torch ms / tiles ms) is the median of the
+per-round speedups, with the lowest and highest round beside it: other work on a small machine moves
+single timings by tens of percent, and a pair timed back to back shares whatever load there was.
+Rows go to benchmarks/results/cpu.json through results_file.merge("cpu", ...), named "cpu <case>".
+"""
+import argparse
+import glob
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if glob.glob(os.path.join(ROOT, "torch_tiles", "_C*.so")):
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
+import results_file  # noqa: E402
+
+T = torch.ops.tiles
+
+
+def _rand(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def _cases():
+    """(name, make inputs, tiles fn, torch fn)."""
+    M, N, S = 2048, 4096, 2048
+    c = []
+    c.append(("map exp fp32 2048x4096", lambda: (_rand(M, N),), lambda x: T.map(x, "exp"), torch.exp))
+    c.append(("map exp bf16 2048x4096", lambda: (_rand(M, N, dtype=torch.bfloat16),),
+              lambda x: T.map(x, "exp"), torch.exp))
+    c.append(("map exp fp32 transposed-in 2048x4096", lambda: (_rand(N, M).t(),),
+              lambda x: T.map(x, "exp"), torch.exp))
+    c.append(("zip add fp32 2048x4096 + row 4096", lambda: (_rand(M, N), _rand(N)),
+              lambda a, b: T.zip(a, b, "add"), torch.add))
+    c.append(("zip mul fp32 2048x4096 same layout", lambda: (_rand(M, N), _rand(M, N)),
+              lambda a, b: T.zip(a, b, "mul"), torch.mul))
+    c.append(("zip add fp32 sq + sq.t() 2048^2", lambda: (lambda s: (s, s.t()))(_rand(S, S)),
+              lambda a, b: T.zip(a, b, "add"), torch.add))
+    c.append(("reduce sum fp32 2048x4096 dim1", lambda: (_rand(M, N),),
+              lambda x: T.reduce(x, [1], "sum"), lambda x: torch.sum(x, 1)))
+    c.append(("reduce sum fp32 2048x4096 dim0", lambda: (_rand(M, N),),
+              lambda x: T.reduce(x, [0], "sum"), lambda x: torch.sum(x, 0)))
+    c.append(("reduce max fp32 2048x4096 dim1", lambda: (_rand(M, N),),
+              lambda x: T.reduce(x, [1], "max"), lambda x: torch.amax(x, 1)))
+
+    def bmm_case(name, batch, m, n, k, dtype, ta=False, tb=False):
+        def make():
+            a = _rand(batch, k, m, dtype=dtype).transpose(1, 2) if ta else _rand(batch, m, k, dtype=dtype)
+            b = _rand(batch, n, k, dtype=dtype).transpose(1, 2) if tb else _rand(batch, k, n, dtype=dtype)
+            if batch == 1:
+                a, b = a[0], b[0]
+            return a, b
+        c.append((name, make, T.bmm, torch.matmul))
+
+    bmm_case("bmm fp32 8x256^3", 8, 256, 256, 256, torch.float32)
+    bmm_case("bmm fp32 a^T 8x256^3", 8, 256, 256, 256, torch.float32, ta=True)
+    bmm_case("bmm fp32 b^T 8x256^3", 8, 256, 256, 256, torch.float32, tb=True)
+    bmm_case("bmm fp64 8x256^3", 8, 256, 256, 256, torch.float64)
+    bmm_case("bmm fp64 a^T 8x256^3", 8, 256, 256, 256, torch.float64, ta=True)
+    bmm_case("bmm fp64 b^T 8x256^3", 8, 256, 256, 256, torch.float64, tb=True)
+    bmm_case("bmm bf16 8x256^3", 8, 256, 256, 256, torch.bfloat16)
+    bmm_case("bmm fp32 1024^3", 1, 1024, 1024, 1024, torch.float32)
+    bmm_case("bmm fp32 a^T 1024^3", 1, 1024, 1024, 1024, torch.float32, ta=True)
+    bmm_case("bmm fp32 b^T 1024^3", 1, 1024, 1024, 1024, torch.float32, tb=True)
+    bmm_case("bmm fp32 a^T b^T 1024^3", 1, 1024, 1024, 1024, torch.float32, ta=True, tb=True)
+    bmm_case("bmm fp64 1024^3", 1, 1024, 1024, 1024, torch.float64)
+    bmm_case("bmm fp64 a^T 1024^3", 1, 1024, 1024, 1024, torch.float64, ta=True)
+    bmm_case("bmm fp64 b^T 1024^3", 1, 1024, 1024, 1024, torch.float64, tb=True)
+    return c
+
+
+def time_ms(fn, args, min_ms):
+    """Median ms of fn(*args) over enough calls to fill about min_ms, after two warm-up calls."""
+    for _ in range(2):
+        fn(*args)
+    t0 = time.perf_counter()
+    fn(*args)
+    once = (time.perf_counter() - t0) * 1e3
+    reps = max(5, min(200, int(min_ms / max(once, 1e-3))))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def max_rel_error(out, ref):
+    out, ref = out.double(), ref.double()
+    scale = ref.abs().max().item() if ref.numel() else 1.0
+    return (out - ref).abs().max().item() / (scale or 1.0) if ref.numel() else 0.0
+
+
+def run_case(name, make, tiles_fn, torch_fn, rounds, min_ms):
+    args = make()
+    err = max_rel_error(tiles_fn(*args), torch_fn(*[a.double() for a in args]))
+    tiles_ms, torch_ms = [], []
+    for r in range(rounds):
+        pair = [(tiles_ms, tiles_fn), (torch_ms, torch_fn)]
+        for times, fn in (pair if r % 2 == 0 else pair[::-1]):
+            times.append(time_ms(fn, args, min_ms))
+    speedups = [b / a for a, b in zip(tiles_ms, torch_ms)]
+    return {"name": f"cpu {name}", "tiles_ms": round(statistics.median(tiles_ms), 4),
+            "torch_ms": round(statistics.median(torch_ms), 4),
+            "speedup": round(statistics.median(speedups), 3),
+            "speedup_rounds": [round(min(speedups), 3), round(max(speedups), 3)],
+            "threads": torch.get_num_threads(), "max_rel_error": float(f"{err:.3g}")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-k", default="", help="only cases whose name contains this")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per case (default 5)")
+    parser.add_argument("--min-ms", type=float, default=300.0, help="time per library per round (default 300)")
+    parser.add_argument("--no-write", action="store_true", help="print only, write no results file")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"CPU capability {torch.backends.cpu.get_cpu_capability()}, tiles from {torch_tiles.__file__}")
+    print(f"{'case':<44} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'max rel err':>11}")
+    for name, make, tiles_fn, torch_fn in _cases():
+        if args.k not in name:
+            continue
+        row = run_case(name, make, tiles_fn, torch_fn, args.rounds, args.min_ms)
+        lo, hi = row["speedup_rounds"]
+        print(f"{row['name']:<44} {row['tiles_ms']:>9.3f} {row['torch_ms']:>9.3f} {row['speedup']:>7.2f}x "
+              f"{lo:>5.2f}-{hi:<5.2f} {row['max_rel_error']:>11.2g}", flush=True)
+        rows.append(row)
+    if not args.no_write and rows:
+        header = {"threads": torch.get_num_threads(),
+                  "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+        print("wrote", results_file.merge("cpu", rows, header))
+
+
+if __name__ == "__main__":
+    main()

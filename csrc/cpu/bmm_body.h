@@ -1,0 +1,226 @@
+// The CPU bmm, included after simd_body.h by each simd_*.cpp (same namespace, same target options).
+//
+// A cache-blocked GEMM in the usual three levels:
+//   task        one batch and one MT x NT tile of the output; tasks run in parallel (at::parallel_for
+//               through BmmArgs' caller), at least three per thread, taken from a shared counter.
+//   k-block     KC values of k at a time: B's KC x NT panel is packed into NR-column slivers, then
+//               for each MC-row block of A, A's MC x KC block into MR-row slivers (k-major inside a
+//               sliver), each zero-padded to whole slivers and converted to the compute type.
+//               Packing reads any strides, so transposed (or broadcast) operands cost no copies.
+//   micro-kernel  MR x NR outputs held in vector registers, one FMA per (row, vector of columns)
+//               per k: each packed B vector is loaded once for MR rows, each A value broadcast once
+//               for NR columns.
+// float32 and float64 compute in their own type; half types are packed into float32 and accumulate in
+// a float32 tile that is rounded to the output once at the end.
+
+namespace tiles::cpu::TILES_ISA {
+namespace {
+
+template <class V> inline V vfma(V a, V b, V c) {
+#if TILES_VEC_BYTES == 64
+  if constexpr (std::is_same_v<V, vf>) return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+  else return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#elif TILES_VEC_BYTES == 32
+  if constexpr (std::is_same_v<V, vf>) return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+  else return (vd)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#else
+  return a * b + c;  // the baseline has no FMA on x86-64 (aarch64 compilers contract this)
+#endif
+}
+
+// Register tile: MR rows x NV vectors. AVX-512 has 32 vector registers (24 accumulators), AVX2 and
+// SSE 16 (12 accumulators).
+constexpr int kMR = TILES_VEC_BYTES == 64 ? 12 : 6;
+constexpr int kNV = 2;
+
+template <class T> struct Blocking {
+  static constexpr int MR = kMR;
+  static constexpr int NR = kNV * lanes<T>;
+  static constexpr int64_t KC = 256;                    // a B sliver (KC x NR) stays in L1
+  static constexpr int64_t MC = MR * (TILES_VEC_BYTES == 64 ? 8 : 16);  // an A block in L2
+  static constexpr int64_t MT = MC * 4;                 // task tile, before splitting for threads
+  static constexpr int64_t NT = NR * (TILES_VEC_BYTES == 64 ? 16 : 32);
+};
+
+// c[MR x NR] (row stride ldc) = (accumulate ? c : 0) + ap-sliver x bp-sliver over kc.
+template <class T>
+void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T* __restrict c, int64_t ldc,
+                  bool accumulate) {
+  using V = vec_t<T>;
+  constexpr int MR = kMR, NV = kNV, W = lanes<T>;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+  for (int64_t p = 0; p < kc; ++p) {
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = vload<V>(bp + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V a = splat<V>(ap[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = vfma(a, b[v], acc[i][v]);
+    }
+    ap += MR;
+    bp += NV * W;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      T* dst = c + i * ldc + v * W;
+      vstore(dst, accumulate ? acc[i][v] + vload<V>(dst) : acc[i][v]);
+    }
+}
+
+// rows x kc of src (strides rs, ks) into MR-row slivers of dst, k-major, zero-padded to MR rows.
+template <class S, class T>
+void pack_a(const S* src, int64_t rows, int64_t kc, int64_t rs, int64_t ks, T* dst) {
+  constexpr int MR = kMR;
+  for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += kc * MR) {
+    const int64_t nr = std::min<int64_t>(MR, rows - r0);
+    const S* s = src + r0 * rs;
+    if (nr == MR && rs == 1) {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int r = 0; r < MR; ++r) dst[p * MR + r] = T(opmath_t<S>(s[p * ks + r]));
+    } else if (nr == MR) {
+      for (int r = 0; r < MR; ++r)
+        for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = T(opmath_t<S>(s[r * rs + p * ks]));
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int r = 0; r < MR; ++r) dst[p * MR + r] = r < nr ? T(opmath_t<S>(s[r * rs + p * ks])) : T(0);
+    }
+  }
+}
+
+// kc x cols of src (strides ks, cs) into NR-column slivers of dst, zero-padded to NR columns.
+template <class S, class T>
+void pack_b(const S* src, int64_t kc, int64_t cols, int64_t ks, int64_t cs, T* dst) {
+  constexpr int NR = Blocking<T>::NR;
+  for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += kc * NR) {
+    const int64_t nc = std::min<int64_t>(NR, cols - c0);
+    const S* s = src + c0 * cs;
+    if (nc == NR && cs == 1) {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int c = 0; c < NR; ++c) dst[p * NR + c] = T(opmath_t<S>(s[p * ks + c]));
+    } else if (nc == NR && ks == 1) {
+      for (int c = 0; c < NR; ++c)
+        for (int64_t p = 0; p < kc; ++p) dst[p * NR + c] = T(opmath_t<S>(s[c * cs + p]));
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int c = 0; c < NR; ++c) dst[p * NR + c] = c < nc ? T(opmath_t<S>(s[p * ks + c * cs])) : T(0);
+    }
+  }
+}
+
+// One task: output tile (batch bi, rows [m0, m0 + rows), cols [n0, n0 + cols)).
+template <class S>
+void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+  using T = opmath_t<S>;
+  using B = Blocking<T>;
+  constexpr int MR = B::MR, NR = B::NR;
+  const S* A = static_cast<const S*>(g.a) + bi * g.a_strides[0] + m0 * g.a_strides[1];
+  const S* Bm = static_cast<const S*>(g.b) + bi * g.b_strides[0] + n0 * g.b_strides[2];
+  S* out = static_cast<S*>(g.out) + bi * g.m * g.n + m0 * g.n + n0;
+  const int64_t sam = g.a_strides[1], sak = g.a_strides[2], sbk = g.b_strides[1], sbn = g.b_strides[2];
+
+  // Where the micro-kernels accumulate: the output itself, or a float32 tile for half types.
+  constexpr bool direct = std::is_same_v<S, T>;
+  thread_local std::vector<T> a_buf, b_buf, c_buf;
+  const int64_t kc_max = std::min<int64_t>(B::KC, g.k);
+  const int64_t mc_max = std::min<int64_t>(B::MC, rows);
+  const int64_t cols_up = (cols + NR - 1) / NR * NR;
+  a_buf.resize(size_t((mc_max + MR - 1) / MR * MR * kc_max));
+  b_buf.resize(size_t(cols_up * kc_max));
+  T* C;
+  int64_t ldc;
+  if constexpr (direct) {
+    C = reinterpret_cast<T*>(out);
+    ldc = g.n;
+  } else {
+    c_buf.resize(size_t(rows * cols));
+    C = c_buf.data();
+    ldc = cols;
+  }
+  alignas(64) T edge[MR * NR];
+
+  for (int64_t pc = 0; pc < g.k; pc += B::KC) {
+    const int64_t kc = std::min<int64_t>(B::KC, g.k - pc);
+    const bool accumulate = pc > 0;
+    pack_b(Bm + pc * sbk, kc, cols, sbk, sbn, b_buf.data());
+    for (int64_t ic = 0; ic < rows; ic += B::MC) {
+      const int64_t mc = std::min<int64_t>(B::MC, rows - ic);
+      pack_a(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
+      for (int64_t jr = 0; jr < cols; jr += NR) {
+        const int64_t nr = std::min<int64_t>(NR, cols - jr);
+        const T* bp = b_buf.data() + jr * kc;
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int64_t mr = std::min<int64_t>(MR, mc - ir);
+          const T* ap = a_buf.data() + ir * kc;
+          T* c = C + (ic + ir) * ldc + jr;
+          if (mr == MR && nr == NR) {
+            micro_kernel(kc, ap, bp, c, ldc, accumulate);
+          } else {
+            micro_kernel(kc, ap, bp, edge, NR, false);
+            for (int64_t i = 0; i < mr; ++i)
+              for (int64_t j = 0; j < nr; ++j)
+                c[i * ldc + j] = accumulate ? c[i * ldc + j] + edge[i * NR + j] : edge[i * NR + j];
+          }
+        }
+      }
+    }
+  }
+  if (g.k == 0) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) C[i * ldc + j] = T(0);
+  }
+  if constexpr (!direct) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) out[i * g.n + j] = S(C[i * ldc + j]);
+  }
+}
+
+template <class S>
+void bmm_typed(const BmmArgs& g, BmmParallel parallel) {
+  using T = opmath_t<S>;
+  using B = Blocking<T>;
+  // Task tiles: at most MT x NT, of near-equal sizes (whole register tiles); more of them, splitting
+  // the longer side, until there are three per thread.
+  auto cdiv = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
+  int64_t m_tiles = cdiv(g.m, B::MT), n_tiles = cdiv(g.n, B::NT);
+  while (g.batch * m_tiles * n_tiles < 3 * g.threads) {
+    const int64_t mt = cdiv(g.m, m_tiles), nt = cdiv(g.n, n_tiles);
+    if (mt >= nt && mt >= 2 * B::MR) ++m_tiles;
+    else if (nt >= 2 * B::NR) ++n_tiles;
+    else if (mt >= 2 * B::MR) ++m_tiles;
+    else break;
+  }
+  const int64_t mt = cdiv(cdiv(g.m, m_tiles), B::MR) * B::MR, nt = cdiv(cdiv(g.n, n_tiles), B::NR) * B::NR;
+  m_tiles = cdiv(g.m, mt);
+  n_tiles = cdiv(g.n, nt);
+  // Tasks are handed out from a shared counter rather than in fixed ranges, so a thread that the OS
+  // pauses (other work on the machine) holds up only the task it is on.
+  struct Ctx {
+    const BmmArgs* g;
+    int64_t mt, nt, m_tiles, n_tiles, tasks;
+    std::atomic<int64_t> next{0};
+  } ctx{&g, mt, nt, m_tiles, n_tiles, g.batch * m_tiles * n_tiles};
+  const int64_t workers = std::max<int64_t>(1, std::min(g.threads, ctx.tasks));
+  parallel(workers, 1, &ctx, [](void* p, int64_t, int64_t) {
+    Ctx& c = *static_cast<Ctx*>(p);
+    for (int64_t t = c.next.fetch_add(1); t < c.tasks; t = c.next.fetch_add(1)) {
+      const int64_t bi = t / (c.m_tiles * c.n_tiles), r = t % (c.m_tiles * c.n_tiles);
+      const int64_t m0 = (r / c.n_tiles) * c.mt, n0 = (r % c.n_tiles) * c.nt;
+      bmm_tile<S>(*c.g, bi, m0, std::min(c.mt, c.g->m - m0), n0, std::min(c.nt, c.g->n - n0));
+    }
+  });
+}
+
+void bmm(const BmmArgs& g, BmmParallel parallel) {
+  with_dtype(g.dtype, [&](auto s) { bmm_typed<decltype(s)>(g, parallel); });
+}
+
+}  // namespace
+}  // namespace tiles::cpu::TILES_ISA

@@ -1,0 +1,490 @@
+// The vector loops of the CPU kernels, written once with GCC / Clang vector extensions and included by
+// one .cpp per instruction set (simd_base.cpp, simd_avx2.cpp, simd_avx512.cpp) after
+//   TILES_ISA           the namespace the set's code lives in (base, avx2, avx512)
+//   TILES_VEC_BYTES     the vector width in bytes (16, 32, 64)
+// and after switching the compiler's target options for everything defined below. Every header this
+// file depends on is included by the .cpp before that switch, so their inline functions keep the
+// baseline target (the linker may pick any TU's copy of those). No include guard: by design.
+//
+// Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
+// float16 through c10's scalar conversion. Map / zip fns without a vector form here (log, sqrt, tanh,
+// gelu, sin, cos, erf, pow) run c10 / libm per lane over the same blocks.
+
+namespace tiles::cpu::TILES_ISA {
+namespace {
+
+constexpr int kBytes = TILES_VEC_BYTES;
+typedef float vf __attribute__((vector_size(kBytes)));
+typedef double vd __attribute__((vector_size(kBytes)));
+typedef int32_t vi __attribute__((vector_size(kBytes)));
+typedef int64_t vl __attribute__((vector_size(kBytes)));
+typedef uint32_t vu __attribute__((vector_size(kBytes)));
+typedef uint16_t vh __attribute__((vector_size(kBytes / 2)));  // one 16-bit value per float lane
+typedef float vfh __attribute__((vector_size(kBytes / 2)));    // one float per double lane
+typedef uint16_t vhq __attribute__((vector_size(kBytes / 4)));  // one 16-bit value per double lane
+typedef uint32_t vuh __attribute__((vector_size(kBytes / 2)));
+
+template <class T> struct VecOf;
+template <> struct VecOf<float> { using type = vf; using mask = vi; };
+template <> struct VecOf<double> { using type = vd; using mask = vl; };
+template <class T> using vec_t = typename VecOf<T>::type;
+template <class T> constexpr int lanes = kBytes / int(sizeof(T));
+
+template <class V> inline V vload(const void* p) { V v; __builtin_memcpy(&v, p, sizeof(V)); return v; }
+template <class V> inline void vstore(void* p, V v) { __builtin_memcpy(p, &v, sizeof(V)); }
+template <class V> using elem_t = std::remove_reference_t<decltype(std::declval<V&>()[0])>;
+// Every lane = s (x - 0 is x for every x, -0 and NaN included; the compiler emits one broadcast).
+template <class V, class S> inline V splat(S s) { return static_cast<elem_t<V>>(s) - V{}; }
+
+// ---- conversions: storage S <-> op-math vectors (unit stride) ----------------------------------------
+
+inline uint16_t bf16_bits(float f) {  // c10::BFloat16's round to nearest even, NaN -> 0x7fc0
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  if (f != f) return 0x7fc0;
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <class S> struct Io;
+template <> struct Io<float> {
+  static vf load(const float* p) { return vload<vf>(p); }
+  static void store(float* p, vf v) { vstore(p, v); }
+};
+template <> struct Io<double> {
+  static vd load(const double* p) { return vload<vd>(p); }
+  static void store(double* p, vd v) { vstore(p, v); }
+};
+template <> struct Io<c10::BFloat16> {
+  static vf load(const c10::BFloat16* p) {
+    const vu bits = __builtin_convertvector(vload<vh>(p), vu) << 16;
+    return (vf)bits;
+  }
+  static void store(c10::BFloat16* p, vf v) {
+    const vu u = (vu)v;
+    vu r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    r = (v != v) ? splat<vu>(0x7fc0u) : r;
+    vstore(p, __builtin_convertvector(r, vh));
+  }
+};
+template <> struct Io<c10::Half> {
+  static vf load(const c10::Half* p) {
+    vf v{};
+    for (int l = 0; l < lanes<float>; ++l) v[l] = float(p[l]);
+    return v;
+  }
+  static void store(c10::Half* p, vf v) {
+    for (int l = 0; l < lanes<float>; ++l) p[l] = c10::Half(float(v[l]));
+  }
+};
+
+// ---- math -------------------------------------------------------------------------------------------
+
+// exp by range reduction x = n ln2 + r, |r| <= ln2 / 2, a polynomial for e^r, and 2^n applied as two
+// factors (so results that are subnormal, or overflow to inf, come out right). NaN stays NaN.
+inline vf vexp(vf x) {
+  x = x > 88.8f ? splat<vf>(88.8f) : x;
+  x = x < -104.0f ? splat<vf>(-104.0f) : x;
+  const vf t = x * 1.44269504088896341f + 12582912.0f;  // round to nearest integer (1.5 * 2^23)
+  const vf n = t - 12582912.0f;
+  vf r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  vf p = splat<vf>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const vi ni = __builtin_convertvector(n, vi);
+  const vi n1 = ni >> 1, n2 = ni - n1;
+  return p * (vf)((n1 + 127) << 23) * (vf)((n2 + 127) << 23);
+}
+
+inline vd vexp(vd x) {
+  x = x > 710.0 ? splat<vd>(710.0) : x;
+  x = x < -746.0 ? splat<vd>(-746.0) : x;
+  const vd t = x * 1.4426950408889634074 + 6755399441055744.0;  // 1.5 * 2^52
+  const vd n = t - 6755399441055744.0;
+  vd r = x - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  // Taylor to r^13: the remainder is below 2e-16 relative for |r| <= ln2 / 2.
+  vd p = splat<vd>(1.0 / 6227020800.0);
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * (r * r) + r + 1.0;
+  const vl ni = __builtin_convertvector(n, vl);
+  const vl n1 = ni >> 1, n2 = ni - n1;
+  return p * (vd)((n1 + 1023) << 52) * (vd)((n2 + 1023) << 52);
+}
+
+template <class V> inline V vabs(V x) {
+  using M = decltype(x < x);  // the signed integers of the lanes' width: clear the sign bit
+  return (V)((M)x & splat<M>(std::numeric_limits<elem_t<M>>::max()));
+}
+
+// The NaN-propagating max / min of apply_zip, lane by lane.
+template <class V> inline V vmax(V a, V b) { const V r = (b != b) | (b > a) ? b : a; return a != a ? a : r; }
+template <class V> inline V vmin(V a, V b) { const V r = (b != b) | (b < a) ? b : a; return a != a ? a : r; }
+
+template <MapFn F, class V> inline V vmap(V x) {
+  using T = elem_t<V>;
+  if constexpr (F == MapFn::Id) return x;
+  else if constexpr (F == MapFn::Neg) return -x;
+  else if constexpr (F == MapFn::Abs) return vabs(x);
+  else if constexpr (F == MapFn::Exp) return vexp(x);
+  else if constexpr (F == MapFn::Inv) return T(1) / x;
+  else if constexpr (F == MapFn::Square) return x * x;
+  else if constexpr (F == MapFn::Sigmoid) return T(1) / (T(1) + vexp(-x));
+  else if constexpr (F == MapFn::Relu) return x < T(0) ? splat<V>(T(0)) : x;  // NaN stays
+  else if constexpr (F == MapFn::Silu) return x / (T(1) + vexp(-x));
+  else {  // no vector form: libm per lane
+    V r{};
+    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = apply_map<F>(T(x[l]));
+    return r;
+  }
+}
+
+template <ZipFn F, class V> inline V vzip(V a, V b) {
+  using T = elem_t<V>;
+  const V one = splat<V>(T(1)), zero = splat<V>(T(0));
+  if constexpr (F == ZipFn::Add) return a + b;
+  else if constexpr (F == ZipFn::Sub) return a - b;
+  else if constexpr (F == ZipFn::Mul) return a * b;
+  else if constexpr (F == ZipFn::Div) return a / b;
+  else if constexpr (F == ZipFn::Max) return vmax(a, b);
+  else if constexpr (F == ZipFn::Min) return vmin(a, b);
+  else if constexpr (F == ZipFn::Lt) return a < b ? one : zero;
+  else if constexpr (F == ZipFn::Le) return a <= b ? one : zero;
+  else if constexpr (F == ZipFn::Gt) return a > b ? one : zero;
+  else if constexpr (F == ZipFn::Ge) return a >= b ? one : zero;
+  else if constexpr (F == ZipFn::Eq) return a == b ? one : zero;
+  else if constexpr (F == ZipFn::Ne) return a != b ? one : zero;
+  else {  // pow: libm per lane
+    V r{};
+    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = apply_zip<F>(T(a[l]), T(b[l]));
+    return r;
+  }
+}
+
+// ---- map and zip --------------------------------------------------------------------------------------
+
+constexpr int64_t kBlock = 512;  // elements staged at a time when an operand must be gathered
+
+// dst[0, n) = op(vector loads of src...): full vectors straight from memory, the tail through a
+// padded vector, so every element goes through the same (vector) arithmetic wherever it sits.
+template <class S, class T, class Op, class... Src>
+inline void store_op(S* dst, int64_t n, Op op, const Src*... src) {
+  constexpr int W = lanes<T>;
+  int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    const auto r0 = op(Io<Src>::load(src + j)...);
+    const auto r1 = op(Io<Src>::load(src + j + W)...);
+    Io<S>::store(dst + j, r0);
+    Io<S>::store(dst + j + W, r1);
+  }
+  for (; j + W <= n; j += W) Io<S>::store(dst + j, op(Io<Src>::load(src + j)...));
+  if (j < n) {
+    S out_tail[W];
+    auto pad = [&](const auto* s) {
+      using X = std::remove_const_t<std::remove_pointer_t<decltype(s)>>;
+      X tmp[W] = {};
+      for (int64_t t = 0; t < n - j; ++t) tmp[t] = s[j + t];
+      return Io<X>::load(tmp);
+    };
+    Io<S>::store(out_tail, op(pad(src)...));
+    for (int64_t t = 0; t < n - j; ++t) dst[j + t] = out_tail[t];
+  }
+}
+
+template <class S, MapFn F>
+void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
+  using T = opmath_t<S>;
+  const S* x = static_cast<const S*>(a.x);
+  S* out = static_cast<S*>(a.out);
+  auto op = [](auto v) { return vmap<F>(v); };
+  if (a.in->is_contiguous()) {
+    store_op<S, T>(out + begin, end - begin, op, x + begin);
+    return;
+  }
+  for_each_run(*a.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+    const S* src = x + off[0];
+    if (step[0] == 1) {
+      store_op<S, T>(out + i, count, op, src);
+      return;
+    }
+    T buf[kBlock];
+    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, count - j0);
+      const S* s = src + j0 * step[0];
+      for (int64_t j = 0; j < n; ++j) buf[j] = T(s[j * step[0]]);
+      store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(buf));
+    }
+  });
+}
+
+template <class S, ZipFn F>
+void zip_typed(const ZipArgs& z, int64_t begin, int64_t end) {
+  using T = opmath_t<S>;
+  S* out = static_cast<S*>(z.out);
+  auto op = [](auto va, auto vb) { return vzip<F>(va, vb); };
+  const bool same = z.a_dtype == z.out_dtype && z.b_dtype == z.out_dtype;
+  if (same) {
+    const S* a = static_cast<const S*>(z.a);
+    const S* b = static_cast<const S*>(z.b);
+    if (z.in->is_contiguous()) {
+      store_op<S, T>(out + begin, end - begin, op, a + begin, b + begin);
+      return;
+    }
+    for_each_run(*z.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+      const S* pa = a + off[0];
+      const S* pb = b + off[1];
+      if (step[0] == 1 && step[1] == 1) {
+        store_op<S, T>(out + i, count, op, pa, pb);
+        return;
+      }
+      T ba[kBlock], bb[kBlock];
+      for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+        const int64_t n = std::min(kBlock, count - j0);
+        const S* sa = pa + j0 * step[0];
+        const S* sb = pb + j0 * step[1];
+        if (step[0] == 1) {
+          for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
+          store_op<S, T>(out + i + j0, n, op, sa, static_cast<const T*>(bb));
+        } else if (step[1] == 1) {
+          for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
+          store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), sb);
+        } else {
+          for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
+          for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
+          store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), static_cast<const T*>(bb));
+        }
+      }
+    });
+    return;
+  }
+  // Operands of other dtypes: converted to the op-math type as they are staged.
+  const DynamicLoad la{z.a_dtype}, lb{z.b_dtype};
+  for_each_run(*z.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+    T ba[kBlock], bb[kBlock];
+    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, count - j0);
+      for (int64_t j = 0; j < n; ++j) ba[j] = la.load<T>(z.a, off[0] + (j0 + j) * step[0]);
+      for (int64_t j = 0; j < n; ++j) bb[j] = lb.load<T>(z.b, off[1] + (j0 + j) * step[1]);
+      store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), static_cast<const T*>(bb));
+    }
+  });
+}
+
+template <class F>
+void with_dtype(Dtype d, F&& f) {
+  switch (d) {
+    case Dtype::Half: f(c10::Half{}); break;
+    case Dtype::BFloat16: f(c10::BFloat16{}); break;
+    case Dtype::Float: f(float{}); break;
+    default: f(double{}); break;
+  }
+}
+
+template <class Enum, int... I, class F>
+void with_fn_impl(Enum fn, F&& f, std::integer_sequence<int, I...>) {
+  ((int(fn) == I ? (f(std::integral_constant<Enum, Enum(I)>{}), true) : false) || ...);
+}
+template <class Enum, class F>
+void with_fn(Enum fn, F&& f) {
+  with_fn_impl(fn, f, std::make_integer_sequence<int, int(Enum::kCount)>{});
+}
+
+void map_range(const MapArgs& a, int64_t begin, int64_t end) {
+  with_dtype(a.dtype, [&](auto s) {
+    with_fn(a.fn, [&](auto fn) { map_typed<decltype(s), decltype(fn)::value>(a, begin, end); });
+  });
+}
+
+void zip_range(const ZipArgs& z, int64_t begin, int64_t end) {
+  with_dtype(z.out_dtype, [&](auto s) {
+    with_fn(z.fn, [&](auto fn) { zip_typed<decltype(s), decltype(fn)::value>(z, begin, end); });
+  });
+}
+
+// ---- reduce -------------------------------------------------------------------------------------------
+
+// Sum / mean / prod accumulate in double lanes; max / min in the op-math type (exact either way).
+template <ReduceFn F> constexpr bool kDoubleAcc = F == ReduceFn::Sum || F == ReduceFn::Mean || F == ReduceFn::Prod;
+
+template <ReduceFn F, class V> inline V vcombine(V a, V b) {
+  if constexpr (F == ReduceFn::Prod) return a * b;
+  else if constexpr (F == ReduceFn::Max) return vmax(a, b);
+  else if constexpr (F == ReduceFn::Min) return vmin(a, b);
+  else return a + b;
+}
+
+// lanes<double> elements of S, unit stride, as doubles.
+template <class S> inline vd load_d(const S* p) {
+  if constexpr (std::is_same_v<S, double>) {
+    return vload<vd>(p);
+  } else if constexpr (std::is_same_v<S, float>) {
+    return __builtin_convertvector(vload<vfh>(p), vd);
+  } else if constexpr (std::is_same_v<S, c10::BFloat16>) {
+    const vuh bits = __builtin_convertvector(vload<vhq>(p), vuh) << 16;
+    return __builtin_convertvector((vfh)bits, vd);
+  } else {
+    vd v{};
+    for (int l = 0; l < lanes<double>; ++l) v[l] = double(float(p[l]));
+    return v;
+  }
+}
+
+// The reduction of n unit-stride elements into the running value `acc` (of type A), with 4 vector
+// accumulators; the lane order depends only on n.
+template <ReduceFn F, class S, class A>
+inline A reduce_unit(const S* p, int64_t n, A acc) {
+  using R = Reducer<F, A>;
+  if constexpr (std::is_same_v<A, double> && !std::is_same_v<S, double> && F != ReduceFn::Prod) {
+    // Sum / mean of float lanes: 8 vectors added pairwise in float (each lane's partial of 8 values
+    // carries at most 3 roundings, 3 ulps of the sum of their magnitudes), then widened into double
+    // accumulators: a quarter of the conversions, and far inside the float32 tolerance.
+    constexpr int W = lanes<float>;
+    if (n >= 8 * W) {
+      vd lo = splat<vd>(0.0), hi = lo;
+      int64_t j = 0;
+      for (; j + 8 * W <= n; j += 8 * W) {
+        vf v[8];
+        for (int u = 0; u < 8; ++u) v[u] = Io<S>::load(p + j + u * W);
+        const vf s = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+        vfh h[2];
+        __builtin_memcpy(h, &s, sizeof(s));
+        lo += __builtin_convertvector(h[0], vd);
+        hi += __builtin_convertvector(h[1], vd);
+      }
+      const vd v = lo + hi;
+      for (int l = 0; l < lanes<double>; ++l) acc = R::combine(acc, v[l]);
+      p += j;
+      n -= j;
+    }
+    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
+    return acc;
+  } else if constexpr (std::is_same_v<A, double>) {
+    constexpr int W = lanes<double>;
+    if (n >= 4 * W) {
+      vd v0 = splat<vd>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
+      int64_t j = 0;
+      for (; j + 4 * W <= n; j += 4 * W) {
+        v0 = vcombine<F>(v0, load_d(p + j));
+        v1 = vcombine<F>(v1, load_d(p + j + W));
+        v2 = vcombine<F>(v2, load_d(p + j + 2 * W));
+        v3 = vcombine<F>(v3, load_d(p + j + 3 * W));
+      }
+      const vd v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
+      for (int l = 0; l < W; ++l) acc = R::combine(acc, v[l]);
+      p += j;
+      n -= j;
+    }
+    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
+    return acc;
+  } else {  // max / min in the op-math type A of S
+    using V = vec_t<A>;
+    constexpr int W = lanes<A>;
+    if (n >= 4 * W) {
+      V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
+      int64_t j = 0;
+      for (; j + 4 * W <= n; j += 4 * W) {
+        v0 = vcombine<F>(v0, Io<S>::load(p + j));
+        v1 = vcombine<F>(v1, Io<S>::load(p + j + W));
+        v2 = vcombine<F>(v2, Io<S>::load(p + j + 2 * W));
+        v3 = vcombine<F>(v3, Io<S>::load(p + j + 3 * W));
+      }
+      const V v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
+      for (int l = 0; l < W; ++l) acc = R::combine(acc, A(v[l]));
+      p += j;
+      n -= j;
+    }
+    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, A(p[j]));
+    return acc;
+  }
+}
+
+template <ReduceFn F, class S>
+double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end) {
+  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using R = Reducer<F, A>;
+  const S* x = static_cast<const S*>(r.x) + base;
+  A acc = R::identity();
+  for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+    const S* src = x + off[0];
+    if (step[0] == 1) {
+      acc = reduce_unit<F>(src, count, acc);
+    } else {
+      for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, A(opmath_t<S>(src[j * step[0]])));
+    }
+  });
+  return double(acc);
+}
+
+// Outputs side by side: one vector lane per output, positions taken one after another (the order of
+// reduce_span's scalar loop), in blocks of kCols outputs held in registers.
+template <ReduceFn F, class S>
+void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
+                       double* partial) {
+  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using R = Reducer<F, A>;
+  constexpr int W = lanes<double>;
+  constexpr int kVecs = 8;
+  constexpr int64_t kCols = W * kVecs;
+  const S* x = static_cast<const S*>(r.x) + base;
+  int64_t c0 = 0;
+  for (; c0 + kCols <= cols; c0 += kCols) {
+    vd acc[kVecs];
+    for (int v = 0; v < kVecs; ++v) acc[v] = splat<vd>(double(R::identity()));
+    for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+      const S* src = x + off[0] + c0;
+      vd a[kVecs];
+      for (int v = 0; v < kVecs; ++v) a[v] = acc[v];
+      for (int64_t j = 0; j < count; ++j) {
+        const S* row = src + j * step[0];
+        for (int v = 0; v < kVecs; ++v) a[v] = vcombine<F>(a[v], load_d(row + v * W));
+      }
+      for (int v = 0; v < kVecs; ++v) acc[v] = a[v];
+    });
+    for (int v = 0; v < kVecs; ++v)
+      for (int l = 0; l < W; ++l) partial[c0 + v * W + l] = acc[v][l];
+  }
+  for (; c0 < cols; ++c0) {  // the last few outputs one at a time, in the same order
+    A acc = R::identity();
+    for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+      const S* src = x + off[0] + c0;
+      for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, A(opmath_t<S>(src[j * step[0]])));
+    });
+    partial[c0] = double(acc);
+  }
+}
+
+double reduce_span(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end) {
+  double result = 0;
+  with_dtype(r.dtype, [&](auto s) {
+    with_fn(r.fn, [&](auto fn) {
+      result = reduce_span_typed<decltype(fn)::value, decltype(s)>(r, base, begin, end);
+    });
+  });
+  return result;
+}
+
+void reduce_cols(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
+                 double* partial) {
+  with_dtype(r.dtype, [&](auto s) {
+    with_fn(r.fn, [&](auto fn) {
+      reduce_cols_typed<decltype(fn)::value, decltype(s)>(r, base, cols, begin, end, partial);
+    });
+  });
+}
+
+}  // namespace
+}  // namespace tiles::cpu::TILES_ISA

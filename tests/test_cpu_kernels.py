@@ -1,0 +1,220 @@
+"""The CPU kernels' vector and blocked paths (csrc/cpu/simd_body.h, bmm_body.h): sizes around the vector
+widths and block sizes, unaligned starts, every operand layout, the column / row / strided reduce shapes,
+results independent of the thread count, and every instruction set the machine has (TILES_CPU_ISA,
+in a subprocess, since the set is picked once per process)."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import (FLOAT_DTYPES, HALF_DTYPES, MAP_DOMAIN, MAP_FNS, MAP_REF, TOL, ZIP_DOMAIN, ZIP_EXACT,
+                     ZIP_FNS, ZIP_REF, assert_bmm_close, assert_close_to_ref, assert_reduce_close, dtype_id,
+                     rand_values)
+
+T = torch.ops.tiles
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+dtypes = pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
+
+
+def _vals(shape, dtype, domain="real"):
+    return rand_values(shape, domain).to(dtype)
+
+
+# ---- map / zip: unaligned starts and tails -------------------------------------------------------------
+
+MAP_EXACT = {"id", "neg", "abs", "relu", "square"}
+
+
+@dtypes
+@pytest.mark.parametrize("n", [1, 3, 15, 16, 17, 31, 33, 63, 65, 1000])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_map_unaligned_and_tails(dtype, n, offset):
+    for fn in ("exp", "sigmoid", "silu", "abs", "relu", "inv", "tanh"):
+        buf = _vals((n + offset,), dtype, MAP_DOMAIN[fn])
+        x = buf[offset:]
+        out = T.map(x, fn)
+        assert_close_to_ref(out, MAP_REF[fn](x.double()), dtype, exact=fn in MAP_EXACT and dtype != torch.float16,
+                            msg=lambda m: f"{fn}: {m}")
+
+
+@dtypes
+@pytest.mark.parametrize("fn", MAP_FNS)
+def test_map_strided_gather(dtype, fn):
+    # a column of a matrix (step 37) and a transposed block: runs gathered into blocks
+    base = _vals((700, 37), dtype, MAP_DOMAIN[fn])
+    for x in (base[:, 5], base.t()[3:, 1:]):
+        assert_close_to_ref(T.map(x, fn), MAP_REF[fn](x.double()), dtype)
+
+
+def test_map_exp_special_values():
+    for dtype in FLOAT_DTYPES:
+        vals = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 88.7, 88.73, -87.3, -103.5, -120.0, 1e-30,
+                709.0, 709.9, -745.0, -800.0, 50.0, -50.0]
+        x = torch.tensor(vals * 3, dtype=torch.float64).to(dtype)
+        out = T.map(x, "exp")
+        ref = torch.exp(x.double()).to(dtype)
+        torch.testing.assert_close(out.double(), ref.double(), rtol=TOL[dtype].rtol, atol=0, equal_nan=True)
+
+
+@dtypes
+@pytest.mark.parametrize("fn", ZIP_FNS)
+def test_zip_tails_offsets_and_broadcasts(dtype, fn):
+    da, db = ZIP_DOMAIN[fn]
+    a_buf = _vals((5 * 67 + 2,), dtype, da)
+    a = a_buf[1:1 + 5 * 67].view(5, 67)              # offset start, 67 columns
+    b_row = _vals((67,), dtype, db)                   # row broadcast
+    b_col = _vals((5, 1), dtype, db)                  # column broadcast (stride 0 innermost)
+    b_t = _vals((67, 5), dtype, db).t()               # transposed
+    for b in (b_row, b_col, b_t):
+        out = T.zip(a, b, fn)
+        assert_close_to_ref(out, ZIP_REF[fn](a.double(), b.double()), dtype, exact=fn in ZIP_EXACT)
+
+
+@pytest.mark.parametrize("fn", ["add", "mul", "max", "lt"])
+def test_zip_mixed_dtypes(fn):
+    a = _vals((3, 70), torch.bfloat16, "grid")
+    b = _vals((70,), torch.float64, "grid")
+    out = T.zip(a, b, fn)
+    assert out.dtype == torch.float64
+    assert_close_to_ref(out, ZIP_REF[fn](a.double(), b.double()), torch.float64)
+
+
+# ---- reduce: rows, columns, strided; each dim of permuted 3-D tensors ----------------------------------
+
+@dtypes
+@pytest.mark.parametrize("perm", [(0, 1, 2), (2, 0, 1), (1, 2, 0), (2, 1, 0)])
+@pytest.mark.parametrize("fn", ["sum", "max", "prod", "mean", "min"])
+def test_reduce_each_dim_of_permuted_3d(dtype, perm, fn):
+    shape = (7, 45, 300)
+    stored = _vals([shape[p] for p in perm], dtype, "very_near_one" if fn == "prod" else "real")
+    x = stored.permute([perm.index(d) for d in range(3)])
+    assert x.shape == shape
+    for dims in ([0], [1], [2], [0, 2], [1, 2], [0, 1]):
+        assert_reduce_close(T.reduce(x, dims, fn), x, dims, fn)
+
+
+@dtypes
+@pytest.mark.parametrize("shape", [(9000, 3), (300, 700), (5000, 257), (3, 513)], ids=str)
+def test_reduce_columns_over_chunks(dtype, shape):
+    # dim 0 of a row-major matrix: outputs side by side (blocks of columns, a last partial block),
+    # reductions longer than one chunk (4096) and shorter
+    x = _vals(shape, dtype)
+    for fn in ("sum", "max", "mean"):
+        assert_reduce_close(T.reduce(x, [0], fn), x, [0], fn)
+    y = _vals((shape[0], shape[1] + 3), dtype)[:, 2:2 + shape[1]]  # offset start, padded rows
+    assert_reduce_close(T.reduce(y, [0], "sum"), y, [0], "sum")
+
+
+@pytest.mark.parametrize("shape,dim", [((4, 1 << 20), [1]), ((1 << 13, 300), [0]), ((300, 1 << 13), [1]),
+                                       ((1 << 21,), None), ((64, 100, 70), [0, 2])], ids=str)
+def test_reduce_bits_do_not_depend_on_threads(shape, dim):
+    x = _vals(shape, torch.float32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = T.reduce(x, dim, "sum")
+        torch.set_num_threads(max(2, before))
+        many = T.reduce(x, dim, "sum")
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, many)
+    assert_reduce_close(many, x, dim, "sum")
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+def test_reduce_half_rows_and_columns_accumulate_wide(dtype):
+    x = torch.ones(4608, 40, dtype=dtype)  # more than one chunk; 4608 is exact in both types
+    assert T.reduce(x, [0], "sum").tolist() == [4608.0] * 40
+    assert T.reduce(x.t().contiguous(), [1], "sum").tolist() == [4608.0] * 40
+
+
+# ---- bmm: block edges, layouts, broadcasting, half types, empty ------------------------------------------
+
+def _operand(batch, rows, cols, dtype, transposed, offset=0):
+    if transposed:
+        t = _vals((batch, cols + offset, rows), dtype)[:, offset:, :].transpose(1, 2)
+    else:
+        t = _vals((batch, rows, cols + offset), dtype)[:, :, offset:]
+    assert t.shape == (batch, rows, cols)
+    return t
+
+
+@dtypes
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (11, 31, 7), (12, 32, 256), (13, 33, 257), (97, 17, 255),
+                                 (193, 65, 513), (25, 129, 40)], ids=str)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_bmm_block_edges_and_layouts(dtype, mnk, layout):
+    m, n, k = mnk
+    a = _operand(2, m, k, dtype, layout[0] == "t")
+    b = _operand(2, k, n, dtype, layout[1] == "t")
+    assert_bmm_close(T.bmm(a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+def test_bmm_offset_strided_and_broadcast(dtype):
+    a = _operand(1, 50, 70, dtype, False, offset=3)         # row stride 73, offset start
+    b = _operand(4, 70, 45, dtype, True, offset=1)
+    assert_bmm_close(T.bmm(a, b), a.expand(4, 50, 70), b)   # a's batch of 1 broadcasts
+    a2 = _vals((70, 50), dtype).t()                          # 2-D transposed times batched
+    assert_bmm_close(T.bmm(a2, b), a2.expand(4, 50, 70), b)
+    c = _vals((3, 60, 90), dtype)[:, ::2, ::3]               # no unit stride at all
+    d = _vals((3, 30, 80), dtype)[:, :, ::2]
+    assert_bmm_close(T.bmm(c, d), c, d)
+
+
+@dtypes
+def test_bmm_empty_and_k0(dtype):
+    assert T.bmm(torch.zeros(2, 0, 5, dtype=dtype), torch.zeros(2, 5, 7, dtype=dtype)).shape == (2, 0, 7)
+    assert T.bmm(torch.zeros(0, 3, 5, dtype=dtype), torch.zeros(0, 5, 7, dtype=dtype)).shape == (0, 3, 7)
+    out = T.bmm(torch.randn(2, 3, 0).to(dtype), torch.randn(2, 0, 40).to(dtype))
+    assert out.shape == (2, 3, 40) and torch.equal(out, torch.zeros_like(out))
+
+
+def test_bmm_large_tiles_split_across_threads():
+    a = _vals((1, 600, 300), torch.float32)
+    b = _vals((1, 300, 1100), torch.float32)
+    assert_bmm_close(T.bmm(a, b), a, b)
+
+
+# ---- every instruction set this machine has ---------------------------------------------------------------
+
+_ISA_SCRIPT = r"""
+import sys, torch
+sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the torch_tiles this test run imported, and tests/
+import torch_tiles
+from helpers import assert_bmm_close, assert_close_to_ref, assert_reduce_close, rand_values
+T = torch.ops.tiles
+for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    x = rand_values((37, 301), "real").to(dtype)
+    for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu"):
+        assert_close_to_ref(T.map(x, fn), getattr(torch.nn.functional, fn, None)(x.double())
+                            if fn in ("sigmoid", "relu", "silu") else getattr(torch, fn)(x.double()), dtype)
+    y = rand_values((301,), "real").to(dtype)
+    for fn in ("add", "mul", "max"):
+        assert_close_to_ref(T.zip(x, y, fn), {"add": torch.add, "mul": torch.mul, "max": torch.maximum}[fn](
+            x.double(), y.double()), dtype)
+    for dims in ([0], [1]):
+        for fn in ("sum", "max"):
+            assert_reduce_close(T.reduce(x, dims, fn), x, dims, fn)
+    for ta in (False, True):
+        for tb in (False, True):
+            a = rand_values((3, 29, 300), "real").to(dtype)
+            b = rand_values((3, 300, 45), "real").to(dtype)
+            a = a.transpose(1, 2).contiguous().transpose(1, 2) if ta else a
+            b = b.transpose(1, 2).contiguous().transpose(1, 2) if tb else b
+            assert_bmm_close(T.bmm(a, b), a, b)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", ["base", "avx2", "avx512"])
+def test_every_instruction_set(isa):
+    env = dict(os.environ, TILES_CPU_ISA=isa)  # a set wider than the CPU's falls back to the CPU's
+    import torch_tiles
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(torch_tiles.__file__)))
+    out = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, package_parent, TESTS], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
