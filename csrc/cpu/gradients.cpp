@@ -1,6 +1,6 @@
 // CPU kernels of the backward ops: map's gradient grad * f'(x) and one operand's gradient of zip,
 // each one pass over its operands (tiles/functions.h has the formulas).
-#include <ATen/Parallel.h>
+#include "cpu/parallel.h"
 
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
@@ -16,7 +16,7 @@ template <class scalar_t, int N, class Loads, class F>
 void elementwise(scalar_t* out, const void* const (&ptrs)[N], const StridedIndexer<N>& ix, int64_t numel,
                  const Loads& loads, F f) {
   using T = opmath_t<scalar_t>;
-  at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
     for_each_run(ix, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
       for (int64_t j = 0; j < count; ++j) {
         T v[N];
