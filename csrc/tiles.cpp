@@ -4,6 +4,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "tiles/functions.h"
+
 TORCH_LIBRARY(tiles, m) {
   // Where torch.compile finds the fake kernels if the Python package was not imported first.
   m.set_python_module("torch_tiles._fake");
@@ -40,8 +42,40 @@ PyObject* built_with_cuda(PyObject*, PyObject*) {
 #endif
 }
 
+template <class Enum, size_t N>
+PyObject* name_tuple(const char* const (&names)[N], bool (*keep)(Enum) = nullptr) {
+  PyObject* out = PyList_New(0);
+  for (size_t i = 0; i < N; ++i)
+    if (!keep || keep(Enum(i))) {
+      PyObject* name = PyUnicode_FromString(names[i]);
+      PyList_Append(out, name);  // takes its own reference
+      Py_DECREF(name);
+    }
+  PyObject* tuple = PyList_AsTuple(out);
+  Py_DECREF(out);
+  return tuple;
+}
+
+// The fn names of each op, in enum order, from tiles/functions.h: the one list Python derives its own
+// from (torch_tiles.MAP_FNS, the fake kernels' checks, the tests).
+PyObject* fn_names(PyObject*, PyObject*) {
+  PyObject* d = PyDict_New();
+  auto put = [&](const char* key, PyObject* value) {
+    PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+  };
+  put("map", name_tuple<tiles::MapFn>(tiles::kMapFnNames));
+  put("zip", name_tuple<tiles::ZipFn>(tiles::kZipFnNames));
+  put("reduce", name_tuple<tiles::ReduceFn>(tiles::kReduceFnNames));
+  put("zip_grad_kernel", name_tuple<tiles::ZipFn>(tiles::kZipFnNames, +[](tiles::ZipFn f) {
+        return tiles::has_zip_grad_kernel(f);
+      }));
+  return d;
+}
+
 PyMethodDef methods[] = {
     {"built_with_cuda", built_with_cuda, METH_NOARGS, "Whether the CUDA kernels were compiled in."},
+    {"fn_names", fn_names, METH_NOARGS, "Each op's fn names, in the order of the C++ enums."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "torch_tiles native operators", -1, methods};

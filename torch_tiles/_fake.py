@@ -6,7 +6,7 @@ program fails with the same message as an eager one.
 """
 import torch
 
-from .ops import MAP_FNS, REDUCE_FNS, ZIP_FNS
+from .ops import _FN_NAMES, MAP_FNS, REDUCE_FNS, ZIP_FNS
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -145,7 +145,7 @@ def _map_backward_fake(grad, saved, fn):
     return _empty_like_first_dense(grad.shape, grad.dtype, saved, grad)
 
 
-_ZIP_GRAD_FNS = ("div", "max", "min", "pow")
+_ZIP_GRAD_FNS = _FN_NAMES["zip_grad_kernel"]
 
 
 @torch.library.register_fake("tiles::_zip_backward")

@@ -6,11 +6,14 @@ from torch import Tensor
 
 __all__ = ["map", "zip", "reduce", "bmm", "MAP_FNS", "ZIP_FNS", "REDUCE_FNS"]
 
-# The names each op's `fn` accepts, in the order of the C++ enums (csrc/include/tiles/functions.h).
-MAP_FNS = ("id", "neg", "abs", "exp", "log", "sqrt", "inv", "square",
-           "sigmoid", "relu", "tanh", "gelu", "silu", "sin", "cos", "erf")
-ZIP_FNS = ("add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne")
-REDUCE_FNS = ("sum", "mean", "prod", "max", "min")
+from . import _C
+
+# The names each op's `fn` accepts, in the order of the C++ enums: read from the extension, whose
+# tables (csrc/include/tiles/functions.h) are the only list.
+_FN_NAMES = _C.fn_names()
+MAP_FNS = _FN_NAMES["map"]
+ZIP_FNS = _FN_NAMES["zip"]
+REDUCE_FNS = _FN_NAMES["reduce"]
 
 
 def map(x: Tensor, fn: str) -> Tensor:
