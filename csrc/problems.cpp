@@ -205,7 +205,7 @@ BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b) {
   return p;
 }
 
-MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn) {
+MapFn check_map_grad_args(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn) {
   constexpr const char* op = "tiles::_map_backward";
   const MapFn f = parse_fn<MapFn>(op, fn, kMapFnNames);
   check_float(op, "grad", grad);
@@ -215,16 +215,21 @@ MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& s
               saved.sizes(), " must have one shape");
   TILES_CHECK(grad.scalar_type() == saved.scalar_type(), op, ": arguments 'grad' and 'saved' must have one dtype, got ",
               grad.scalar_type(), " and ", saved.scalar_type());
+  return f;
+}
+
+MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn) {
+  const MapFn f = check_map_grad_args(grad, saved, fn);
   // The gradient takes the layout of the input it belongs to (saved is x or x's output, which has x's).
   at::Tensor out = empty_like_first_dense(grad.sizes(), grad.options(), {&saved, &grad});
   const auto perm = memory_order(out.strides());  // as in make_map_problem
-  auto in = make_indexer<2>(op, permuted(grad.sizes(), perm),
+  auto in = make_indexer<2>("tiles::_map_backward", permuted(grad.sizes(), perm),
                             {permuted(grad.strides(), perm), permuted(saved.strides(), perm)});
   return {out, grad, saved, f, in, grad.numel()};
 }
 
-ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
-                                     std::string_view fn, int64_t which) {
+ZipFn check_zip_grad_args(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, std::string_view fn,
+                          int64_t which) {
   constexpr const char* op = "tiles::_zip_backward";
   const ZipFn f = parse_fn<ZipFn>(op, fn, kZipFnNames);
   TILES_CHECK(has_zip_grad_kernel(f), op, ": fn '", fn, "' has no gradient kernel (only div, max, min and pow do)");
@@ -237,10 +242,17 @@ ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a
   const auto shape = broadcast_shape(op, a, b);
   TILES_CHECK(grad.sizes() == c10::IntArrayRef(shape), op, ": argument 'grad' has shape ", grad.sizes(),
               " but 'a' ", a.sizes(), " and 'b' ", b.sizes(), " broadcast to ", c10::IntArrayRef(shape));
+  return f;
+}
+
+ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
+                                     std::string_view fn, int64_t which) {
+  const ZipFn f = check_zip_grad_args(grad, a, b, fn, which);
+  const c10::IntArrayRef shape = grad.sizes();  // the broadcast shape (checked)
   const at::Tensor& self = which == 0 ? a : b;
   at::Tensor out = empty_like_first_dense(shape, grad.options(), {&self, &grad});
   const auto perm = memory_order(out.strides());
-  auto in = make_indexer<3>(op, permuted(shape, perm),
+  auto in = make_indexer<3>("tiles::_zip_backward", permuted(shape, perm),
                             {permuted(grad.strides(), perm),
                              permuted(broadcast_strides(shape, a.sizes(), a.strides()), perm),
                              permuted(broadcast_strides(shape, b.sizes(), b.strides()), perm)});

@@ -42,17 +42,18 @@ PyObject* built_with_cuda(PyObject*, PyObject*) {
 #endif
 }
 
+// A tuple of the names (those `keep` accepts); nullptr with the Python error set on failure.
 template <class Enum, size_t N>
 PyObject* name_tuple(const char* const (&names)[N], bool (*keep)(Enum) = nullptr) {
   PyObject* out = PyList_New(0);
-  for (size_t i = 0; i < N; ++i)
-    if (!keep || keep(Enum(i))) {
-      PyObject* name = PyUnicode_FromString(names[i]);
-      PyList_Append(out, name);  // takes its own reference
-      Py_DECREF(name);
-    }
-  PyObject* tuple = PyList_AsTuple(out);
-  Py_DECREF(out);
+  for (size_t i = 0; out && i < N; ++i) {
+    if (keep && !keep(Enum(i))) continue;
+    PyObject* name = PyUnicode_FromString(names[i]);
+    if (!name || PyList_Append(out, name) < 0) Py_CLEAR(out);  // Append takes its own reference
+    Py_XDECREF(name);
+  }
+  PyObject* tuple = out ? PyList_AsTuple(out) : nullptr;
+  Py_XDECREF(out);
   return tuple;
 }
 
@@ -61,8 +62,8 @@ PyObject* name_tuple(const char* const (&names)[N], bool (*keep)(Enum) = nullptr
 PyObject* fn_names(PyObject*, PyObject*) {
   PyObject* d = PyDict_New();
   auto put = [&](const char* key, PyObject* value) {
-    PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
+    if (d && (!value || PyDict_SetItemString(d, key, value) < 0)) Py_CLEAR(d);
+    Py_XDECREF(value);
   };
   put("map", name_tuple<tiles::MapFn>(tiles::kMapFnNames));
   put("zip", name_tuple<tiles::ZipFn>(tiles::kZipFnNames));

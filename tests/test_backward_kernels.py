@@ -144,8 +144,11 @@ def test_backward_ops_opcheck(device):
     torch.library.opcheck(ops._zip_backward.default, (g, x, x[0], "pow", 1))
 
 
-def test_backward_ops_check_their_arguments(device):
-    g, x = torch.randn(3, 4, device=device), torch.randn(3, 4, device=device)
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["kernel", "composite"])
+def test_backward_ops_check_their_arguments(device, requires_grad):
+    """The same errors whether the op runs its kernel or (its inputs requiring grad) its composite."""
+    g = torch.randn(3, 4, device=device, requires_grad=requires_grad)
+    x = torch.randn(3, 4, device=device)
     with pytest.raises(RuntimeError, match=r"tiles::_map_backward: arguments 'grad' \[3, 4\] and 'saved' \[4\]"):
         ops._map_backward(g, x[0], "exp")
     with pytest.raises(RuntimeError, match="tiles::_map_backward: unknown fn 'foo'"):
@@ -156,3 +159,15 @@ def test_backward_ops_check_their_arguments(device):
         ops._zip_backward(g, x, x, "div", 2)
     with pytest.raises(RuntimeError, match=r"tiles::_zip_backward: argument 'grad' has shape \[4\]"):
         ops._zip_backward(g[0], x, x, "div", 0)
+
+    with pytest.raises(RuntimeError, match="tiles::_map_backward: arguments 'grad' and 'saved' must have one dtype"):
+        ops._map_backward(g, x.double(), "exp")
+
+
+def test_backward_ops_fake_kernels_check_like_the_kernels():
+    meta = lambda *shape: torch.empty(*shape, device="meta")  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"tiles::_zip_backward: shapes \[2\] \(a\) and \[3\] \(b\) do not broadcast"):
+        ops._zip_backward(meta(2), meta(2), meta(3), "div", 0)
+    with pytest.raises(RuntimeError, match=r"tiles::_map_backward: arguments 'grad' \[3, 4\] and 'saved' \[4\]"):
+        ops._map_backward(meta(3, 4), meta(4), "exp")
+    assert ops._zip_backward(meta(2, 3), meta(2, 3), meta(3), "pow", 1).shape == (2, 3)

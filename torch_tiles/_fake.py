@@ -22,9 +22,10 @@ def _check_float(op, arg, t):
                            "(float16, bfloat16, float32 or float64)")
 
 
-def _check_same_device(op, a, b):
+def _check_same_device(op, a, b, names=("a", "b")):
     if a.device != b.device:
-        raise RuntimeError(f"{op}: arguments 'a' and 'b' must be on the same device, got {a.device} and {b.device}")
+        raise RuntimeError(f"{op}: arguments '{names[0]}' and '{names[1]}' must be on the same device, got "
+                           f"{a.device} and {b.device}")
 
 
 def _non_overlapping_and_dense(t):
@@ -138,6 +139,7 @@ def _map_backward_fake(grad, saved, fn):
     _check_fn(op, fn, MAP_FNS)
     _check_float(op, "grad", grad)
     _check_float(op, "saved", saved)
+    _check_same_device(op, grad, saved, ("grad", "saved"))
     torch._check(grad.shape == saved.shape, lambda: f"{op}: arguments 'grad' {list(grad.shape)} and 'saved' "
                  f"{list(saved.shape)} must have one shape")
     if grad.dtype != saved.dtype:
@@ -158,7 +160,12 @@ def _zip_backward_fake(grad, a, b, fn, which):
         raise RuntimeError(f"{op}: argument 'which' must be 0 (a) or 1 (b), got {which}")
     for arg, t in (("grad", grad), ("a", a), ("b", b)):
         _check_float(op, arg, t)
-    shape = torch.broadcast_shapes(a.shape, b.shape)
+    _check_same_device(op, grad, a, ("grad", "a"))
+    _check_same_device(op, grad, b, ("grad", "b"))
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise RuntimeError(f"{op}: shapes {list(a.shape)} (a) and {list(b.shape)} (b) do not broadcast") from None
     torch._check(grad.shape == shape, lambda: f"{op}: argument 'grad' has shape {list(grad.shape)} but 'a' "
                  f"{list(a.shape)} and 'b' {list(b.shape)} broadcast to {list(shape)}")
     return _empty_like_first_dense(shape, grad.dtype, a if which == 0 else b, grad)

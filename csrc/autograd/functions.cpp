@@ -196,20 +196,15 @@ at::Tensor bmm_autograd(const at::Tensor& a, const at::Tensor& b) {
 // The backward ops: one kernel when no gradient of theirs is needed (a plain backward), else the
 // same gradient as a chain of differentiable map / zip calls (double backward).
 at::Tensor map_backward_autograd(const at::Tensor& grad, const at::Tensor& saved, c10::string_view fn) {
-  if (records_graph({&grad, &saved}))
-    return map_grad_composite(grad, saved, parse_map_fn("tiles::_map_backward", fn));
+  if (records_graph({&grad, &saved})) return map_grad_composite(grad, saved, check_map_grad_args(grad, saved, fn));
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::map_backward(grad, saved, fn);
 }
 
 at::Tensor zip_backward_autograd(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
                                  c10::string_view fn, int64_t which) {
-  if (records_graph({&grad, &a, &b})) {
-    const ZipFn f = parse_zip_fn("tiles::_zip_backward", fn);
-    TORCH_CHECK(has_zip_grad_kernel(f) && (which == 0 || which == 1),
-                "tiles::_zip_backward: no gradient of this fn and operand");
-    return zip_grad_composite(grad, a, b, f, int(which));
-  }
+  if (records_graph({&grad, &a, &b}))
+    return zip_grad_composite(grad, a, b, check_zip_grad_args(grad, a, b, fn, which), int(which));
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::zip_backward(grad, a, b, fn, which);
 }

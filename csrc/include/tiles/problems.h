@@ -78,6 +78,10 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
 ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
                                   std::string_view fn, bool keepdim);
 BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b);
+// The backward ops' argument checks alone (their autograd kernels' composite path runs no kernel).
+MapFn check_map_grad_args(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn);
+ZipFn check_zip_grad_args(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, std::string_view fn,
+                          int64_t which);
 MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn);
 ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
                                      std::string_view fn, int64_t which);
