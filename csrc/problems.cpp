@@ -123,14 +123,9 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
   return {out, a, b, f, in, out.numel(), same};
 }
 
-ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
-                                  std::string_view fn, bool keepdim) {
+std::vector<bool> reduced_dims(int64_t nd, at::OptionalIntArrayRef dim) {
   constexpr const char* op = "tiles::reduce";
-  const ReduceFn f = parse_fn<ReduceFn>(op, fn, kReduceFnNames);
-  check_float(op, "x", x);
-
-  // Which dims are reduced. None and [] both mean all dims, as in PyTorch.
-  const int64_t nd = x.dim();
+  // None and [] both mean all dims, as in PyTorch.
   std::vector<bool> reduced(nd, !dim.has_value() || dim->empty());
   if (dim.has_value()) {
     const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
@@ -144,6 +139,17 @@ ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef d
       if (nd > 0) reduced[w] = true;
     }
   }
+  return reduced;
+}
+
+ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
+                                  std::string_view fn, bool keepdim) {
+  constexpr const char* op = "tiles::reduce";
+  const ReduceFn f = parse_fn<ReduceFn>(op, fn, kReduceFnNames);
+  check_float(op, "x", x);
+
+  const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
+  const int64_t nd = x.dim();
 
   std::vector<int64_t> out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;
   for (int64_t d = 0; d < nd; ++d) {

@@ -96,14 +96,9 @@ class ReduceFunction : public Function<ReduceFunction> {
     const ReduceFn f = parse_reduce_fn("tiles::reduce", fn);
     at::AutoDispatchBelowADInplaceOrView below;
     at::Tensor out = calls::reduce(x, dim, fn, keepdim);  // validates dim first
-    // The reduced dims, sorted and non-negative; None and [] mean all.
-    const int64_t nd = x.dim();
-    std::vector<bool> reduced(nd, !dim.has_value() || dim->empty());
-    if (dim.has_value())
-      for (int64_t d : *dim)
-        if (nd > 0) reduced[d < 0 ? d + nd : d] = true;
+    const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
     std::vector<int64_t> dims;
-    for (int64_t d = 0; d < nd; ++d)
+    for (int64_t d = 0; d < x.dim(); ++d)
       if (reduced[d]) dims.push_back(d);
     ctx->saved_data["fn"] = int64_t(f);
     ctx->saved_data["dims"] = dims;

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -75,6 +76,8 @@ struct BmmProblem {
 
 MapProblem make_map_problem(const at::Tensor& x, std::string_view fn);
 ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::string_view fn);
+// reduce's dim argument over an input of nd dims, checked: reduced[d] for each dim d it reduces.
+std::vector<bool> reduced_dims(int64_t nd, at::OptionalIntArrayRef dim);
 ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
                                   std::string_view fn, bool keepdim);
 BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b);
