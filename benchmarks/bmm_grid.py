@@ -58,6 +58,7 @@ import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_file  # noqa: E402
+from run import time_pair  # noqa: E402  (alternating rounds)
 
 T = torch.ops.tiles
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -247,18 +248,6 @@ class Timer:
         return statistics.median(times)
 
 
-def time_pair(bench, tiles_fn, torch_fn, rounds):
-    """run.py's time_pair with the timer passed in: median ms of each over rounds that alternate which
-    goes first, and the lowest and highest per-round speedup."""
-    tiles_ms, torch_ms = [], []
-    for r in range(rounds):
-        pair = [(tiles_ms, tiles_fn), (torch_ms, torch_fn)]
-        for times, fn in (pair if r % 2 == 0 else pair[::-1]):
-            times.append(bench(fn))
-    speedups = [b / a for a, b in zip(tiles_ms, torch_ms)]
-    return statistics.median(tiles_ms), statistics.median(torch_ms), (min(speedups), max(speedups))
-
-
 def operand(batch, rows, cols, transposed, dtype, device):
     """[batch, rows, cols] (batch None: [rows, cols]); transposed: the transpose of a contiguous tensor."""
     lead = () if batch is None else (batch,)
@@ -308,7 +297,7 @@ def run_case(case, bench, floors, device, rounds):
             raise RuntimeError(f"tiles.bmm gave {list(out.shape)}, torch.matmul {list(ref.shape)}")
         max_err, fro_err = errors(out, ref)
         del out, ref
-        tiles_ms, torch_ms, (low, high) = time_pair(bench, lambda: T.bmm(a, b), lambda: torch.matmul(a, b), rounds)
+        tiles_ms, torch_ms, (low, high) = time_pair(lambda: T.bmm(a, b), lambda: torch.matmul(a, b), rounds, bench)
         path = T._bmm_path(a, b)
     finally:
         torch.set_float32_matmul_precision(previous)

@@ -34,14 +34,15 @@ def bench_ms(fn):
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def time_pair(tiles_fn, torch_fn, rounds):
-    """Median ms of tiles_fn and of torch_fn over `rounds` rounds that alternate which goes first, and
-    the lowest and highest per-round speedup (torch / tiles)."""
+def time_pair(tiles_fn, torch_fn, rounds, bench=None):
+    """Median time of tiles_fn and of torch_fn over `rounds` rounds that alternate which goes first, and
+    the lowest and highest per-round speedup (torch / tiles). `bench(fn)` times one (default bench_ms)."""
+    bench = bench or bench_ms
     tiles_ms, torch_ms = [], []
     for r in range(rounds):
         pair = [(tiles_ms, tiles_fn), (torch_ms, torch_fn)]
         for times, fn in (pair if r % 2 == 0 else pair[::-1]):
-            times.append(bench_ms(fn))
+            times.append(bench(fn))
     speedups = [b / a for a, b in zip(tiles_ms, torch_ms)]
     return statistics.median(tiles_ms), statistics.median(torch_ms), (min(speedups), max(speedups))
 

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 import results_file  # noqa: E402
+from run import time_pair  # noqa: E402  (alternating rounds)
 import train as train_script  # noqa: E402  (examples/train.py)
 
 T, A = torch.ops.tiles, torch.ops.aten
@@ -40,15 +41,9 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def rounds_of(measure_tiles, measure_torch, rounds):
-    """Median of each over `rounds` alternating rounds, and the per-round speedup range."""
-    tiles, native = [], []
-    for r in range(rounds):
-        pair = [(tiles, measure_tiles), (native, measure_torch)]
-        for times, measure in (pair if r % 2 == 0 else pair[::-1]):
-            times.append(measure())
-    speedups = [b / a for a, b in zip(tiles, native)]
-    return statistics.median(tiles), statistics.median(native), (min(speedups), max(speedups))
+def measured(measure):
+    """time_pair's timer for callables that time themselves (and return seconds)."""
+    return measure()
 
 
 def row(name, tiles_s, torch_s, spread, unit_scale, unit, **extra):
@@ -93,8 +88,8 @@ def overhead_cases(device, rounds, calls, k=""):
             for fn in (tiles_fn, torch_fn):  # warm up both: first calls allocate and look up kernels
                 for _ in range(200):
                     fn()
-            tiles_s, torch_s, spread = rounds_of(lambda: seconds_per_call(tiles_fn, device, calls),
-                                                 lambda: seconds_per_call(torch_fn, device, calls), rounds)
+            tiles_s, torch_s, spread = time_pair(lambda: seconds_per_call(tiles_fn, device, calls),
+                                                 lambda: seconds_per_call(torch_fn, device, calls), rounds, measured)
             rows.append(row(name, tiles_s, torch_s, spread, 1e6, "us/call"))
             print_row(rows[-1])
     return rows
@@ -133,8 +128,8 @@ def train_cases(device, modes, rounds, steps):
     for mode in modes:
         tiles = make_trainer("tiles", device, mode, batches, data)
         native = make_trainer("torch", device, mode, batches, data)
-        tiles_s, torch_s, spread = rounds_of(lambda: step_seconds(tiles, data, batches),
-                                             lambda: step_seconds(native, data, batches), rounds)
+        tiles_s, torch_s, spread = time_pair(lambda: step_seconds(tiles, data, batches),
+                                             lambda: step_seconds(native, data, batches), rounds, measured)
         rows.append(row(f"train mlp {mode}", tiles_s, torch_s, spread, 1e3, "ms/step",
                         model="64-256-256-10 GELU, batch 64, Adam"))
         print_row(rows[-1])
