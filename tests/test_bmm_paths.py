@@ -6,7 +6,9 @@ must take the Hopper tensor-core kernel (either major order, batch broadcast, ed
 multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
 than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
-kernel (DMMA for float64) on sm_80 and newer; everything else falls back to the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
+kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
+base are not 16-byte aligned (``mma-sync <kind> unaligned``: loaded element by element), unless they
+have few output tiles over a long K; everything else falls back to the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
@@ -197,7 +199,8 @@ def test_hopper_store_choice_follows_output_size_and_k():
         assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
-# Layouts the Hopper kernel cannot describe to TMA: they must take the general kernel, correctly.
+# Layouts the Hopper kernel cannot describe to TMA. With a unit-stride matrix dim they take the mma
+# kernel's element-by-element loads (float64: the general kernel); without one, the general kernel.
 FALLBACKS = {
     "odd_K_rows": lambda dt: (make_tensor((2, 33, 17), dt, "cuda"), make_tensor((2, 17, 40), dt, "cuda")),
     "misaligned_base": lambda dt: (make_tensor((2, 33, 72), dt, "cuda")[:, :, 1:65],
@@ -206,15 +209,23 @@ FALLBACKS = {
     "odd_batch_stride": lambda dt: (make_tensor((2 * 33 * 64 + 3,), dt, "cuda")[3:].view(2, 33, 64),
                                     make_tensor((2, 64, 40), dt, "cuda")),
 }
+MMA_KIND_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "3xtf32"}
+
+
+def expected_fallback_path(dtype, case):
+    if case == "no_unit_stride" or dtype == torch.float64:
+        return "general"
+    mma_expected()
+    return f"mma-sync {MMA_KIND_NAMES[dtype]} unaligned"
 
 
 @requires_cuda
 @pytest.mark.parametrize("case", FALLBACKS.keys())
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_general_path_for_other_layouts(dtype, case):
+def test_other_layouts(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
-    assert path.startswith("general"), path
+    assert path.startswith(expected_fallback_path(dtype, case)), path
     assert torch.ops.tiles._bmm_tile(a, b) == ""  # a tile only for the Hopper kernel
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
@@ -230,10 +241,10 @@ def test_bmm_tile_on_the_cpu():
 @requires_cuda
 @pytest.mark.parametrize("case", FALLBACKS.keys())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-def test_general_path_for_other_layouts_wide_dtypes(dtype, case):
+def test_other_layouts_wide_dtypes(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
-    assert path.startswith("general"), path
+    assert path.startswith(expected_fallback_path(dtype, case)), path
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -305,6 +316,66 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
         assert torch.ops.tiles._bmm_path(a, b).startswith(("mma-sync", "hopper-wgmma"))
         assert_bmm_close(poisoned_bmm(a, b), a, b)
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
+
+
+def unaligned_operand(layout, batch, rows, cols, dtype):
+    """[batch, rows, cols] whose base is one element past a 16-byte boundary and whose leading dimension
+    is one more than its length: 'row', 'col' (the .mT of such a row-major tensor), or 'col-sliced'
+    (every other batch of a column-major one, so the batch stride is odd too)."""
+    if layout == "row":
+        return make_tensor((batch, rows, cols + 1), dtype, "cuda")[:, :, 1:]
+    if layout == "col":
+        return make_tensor((batch, cols, rows + 1), dtype, "cuda")[:, :, 1:].mT
+    if layout == "col-sliced":
+        return make_tensor((2 * batch, cols + 1, rows + 1), dtype, "cuda")[::2, 1:, 1:].mT
+    raise ValueError(layout)
+
+
+# Shapes for the element-by-element loads: partial tiles, K past the stage ring (128 x 128 x 32 tiles,
+# 3-4 stages), one row or column, K of one.
+UNALIGNED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
+                    (4, 64, 64, 64)]
+UNALIGNED_KINDS = [k for k in MMA_KINDS if k[0] != torch.float64]  # float64 needs aligned operands
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", UNALIGNED_SHAPES, ids=["x".join(map(str, s)) for s in UNALIGNED_SHAPES])
+@pytest.mark.parametrize("kind", UNALIGNED_KINDS, ids=[MMA_KINDS[k][0] for k in UNALIGNED_KINDS])
+def test_mma_path_unaligned(kind, shape, layouts):
+    mma_expected()
+    dtype, precision = kind
+    name, tol = MMA_KINDS[kind]
+    batch, m, n, k = shape
+    a = unaligned_operand(layouts[0], batch, m, k, dtype)
+    b = unaligned_operand(layouts[1], batch, k, n, dtype)
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        path = torch.ops.tiles._bmm_path(a, b)
+        assert path in (f"mma-sync {name} unaligned", "general: unaligned operands with few output tiles over a "
+                        "long K (split-K)"), path
+        out = poisoned_on_path(a, b, "mma")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert_bmm_close(out, a, b, tol)
+
+
+@requires_cuda
+def test_unaligned_choice_between_mma_and_split_k():
+    # Few output tiles over a long K go to the general kernel's split-K; many tiles to the mma kernel.
+    mma_expected()
+    dtype = torch.bfloat16
+    vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
+    head = (make_tensor((1, 512, 96), dtype, "cuda"), make_tensor((1, 96, 2003), dtype, "cuda"))  # odd N
+    f64 = (make_tensor((1, 512, 97), torch.float64, "cuda"), make_tensor((1, 97, 256), torch.float64, "cuda"))
+    assert torch.ops.tiles._bmm_path(*vector).startswith("general: unaligned operands with few output tiles")
+    assert torch.ops.tiles._bmm_path(*head) == "mma-sync bf16 unaligned"
+    assert torch.ops.tiles._bmm_path(*f64) == "general: float64 operands need 16-byte-aligned strides and base"
+    for a, b in (vector, head, f64):
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+    with pytest.raises(RuntimeError, match="the mma path cannot take these operands: float64"):
+        torch.ops.tiles._bmm_on_path(*f64, "mma")
 
 
 # ---- the Hopper float32 kernel ---------------------------------------------------------------------
@@ -406,9 +477,9 @@ def test_3xtf32_is_as_accurate_as_cublas_sgemm():
 
 @requires_cuda
 def test_on_path_refuses_what_a_path_cannot_take():
-    a = make_tensor((2, 33, 17), torch.float32, "cuda")
+    a = make_tensor((2, 33, 17), torch.float32, "cuda", "sliced")  # no unit-stride dim
     b = make_tensor((2, 17, 40), torch.float32, "cuda")
-    with pytest.raises(RuntimeError, match="_bmm_on_path: the mma path cannot take"):
+    with pytest.raises(RuntimeError, match="_bmm_on_path: the mma path cannot take these operands: a has no unit"):
         torch.ops.tiles._bmm_on_path(a, b, "mma")
     with pytest.raises(RuntimeError, match="_bmm_on_path: the hopper path cannot take"):
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
@@ -426,9 +497,9 @@ def test_paths_agree():
     a_odd = torch.empty(2, 100, 201, dtype=a.dtype, device="cuda")[:, :, :200]  # row stride 201
     a_odd.copy_(a)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
-    assert torch.ops.tiles._bmm_path(a_odd, b).startswith("general")
-    fast, general = torch.ops.tiles.bmm(a, b).float(), torch.ops.tiles.bmm(a_odd, b).float()
-    torch.testing.assert_close(fast, general, rtol=1e-2, atol=1e-2)
+    assert torch.ops.tiles._bmm_path(a_odd, b) == "mma-sync bf16 unaligned"
+    fast, other = torch.ops.tiles.bmm(a, b).float(), torch.ops.tiles.bmm(a_odd, b).float()
+    torch.testing.assert_close(fast, other, rtol=1e-2, atol=1e-2)
 
 
 def test_bmm_path_on_cpu_names_cpu():

@@ -47,7 +47,9 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
         check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
               (rc.amax() if dim is None else rc.amax(dim[0])).to(dev), tol)
-    for (b, mm, k, n) in [(2, 65, 17, 33), (1, 1, 1, 1), (3, 8, 0, 5), (1, 64, 300, 10)]:  # the last: split-K
+    # K = 17 and 99: rows that are not 16-byte aligned, which the mma kernel loads element by element
+    # (float64: the general kernel), 99 over more k-tiles than its stage ring; the last: split-K
+    for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (1, 1, 1, 1), (3, 8, 0, 5), (1, 64, 300, 10)]:
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
         check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
         check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),

@@ -2,13 +2,29 @@
 // the general kernel takes everything else, so every input is computed (bmm/paths.h lists the paths).
 #include "cuda/bmm/paths.h"
 #include "cuda/kernels.h"
+#include "cuda/launch.cuh"  // sm_count
 
 namespace tiles::cuda {
+
+namespace {
+
+// Whether the general kernel beats the mma kernel's element-by-element loads: few 128 x 128 output
+// tiles over a long K, which the general kernel splits over the idle multiprocessors (split-K) and
+// the mma kernel walks on one block per tile.
+bool few_tiles_long_k(const BmmProblem& p) {
+  const int64_t tiles = (p.m + 127) / 128 * ((p.n + 127) / 128) * p.batch;
+  return tiles * 8 < sm_count() && p.k >= 256;
+}
+
+}  // namespace
 
 Path choose_path(const BmmProblem& p, const char** why) {
   if (hopper::can_run(p)) return Path::hopper;
   if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
-  if (mma::can_run(p, why)) return Path::mma;
+  if (mma::can_run(p, why)) {
+    if (!mma::unaligned(p) || !few_tiles_long_k(p)) return Path::mma;
+    if (why) *why = "unaligned operands with few output tiles over a long K (split-K)";
+  }
   return Path::general;
 }
 

@@ -14,13 +14,13 @@
 
 namespace tiles::cuda::mma {
 
-template <class Atom, bool kMnA, bool kMnB>
+template <class Atom, bool kMnA, bool kMnB, bool kAligned>
 void launch(const Params<typename Atom::Elem>& p);
 
 }  // namespace tiles::cuda::mma
 
 namespace tiles::cuda::dmma {
-// fp64 has a kernel of its own (bmm/dmma_kernel.cuh, mma_f64.cu).
+// fp64 has a kernel of its own (bmm/dmma_kernel.cuh, mma_f64.cu), for 16-byte-aligned operands only.
 template <bool kMnA, bool kMnB>
 void launch(const mma::Params<double>& p);
 }  // namespace tiles::cuda::dmma
@@ -29,40 +29,55 @@ namespace tiles::cuda::mma {
 
 namespace {
 
-template <class Atom, bool kMnA, bool kMnB>
+template <class Atom, bool kMnA, bool kMnB, bool kAligned>
 void launch_kind(const Params<typename Atom::Elem>& q) {
-  if constexpr (std::is_same_v<Atom, F64>) dmma::launch<kMnA, kMnB>(q);
-  else launch<Atom, kMnA, kMnB>(q);
+  if constexpr (!std::is_same_v<Atom, F64>) {
+    launch<Atom, kMnA, kMnB, kAligned>(q);
+  } else if constexpr (kAligned) {
+    dmma::launch<kMnA, kMnB>(q);
+  } else {
+    TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for float64 operands that are not 16-byte aligned");
+  }
 }
 
-// One operand's layout for cp.async: which of its dims is contiguous, and the other's stride.
+// One operand's layout: which of its dims is contiguous, the other's stride, and whether every
+// 16-byte copy of it starts 16-byte aligned (cp.async), else its elements are loaded one by one.
 struct Layout {
-  bool ok = false;
+  bool ok = false;             // a matrix dim has unit stride
+  bool aligned = false;        // the base, the non-unit stride and the batch stride are multiples of 16 bytes
   bool mn_contiguous = false;  // the M (or N) dim has unit stride; else K does
   int64_t ld = 0;
 };
 
-// rows: M for a, N for b. Every 16-byte copy must start 16-byte aligned: the base, the non-unit
-// stride and the batch stride are multiples of 16 bytes. A dim of size 1 may have any stride.
+// rows: M for a, N for b. A dim of size 1 may have any stride.
 Layout layout_of(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_stride, int64_t k_stride,
                  int64_t batch_stride) {
   const int64_t chunk = 16 / int64_t(t.element_size());
-  const bool base_ok = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && batch_stride % chunk == 0;
   Layout l;
-  if ((k_stride == 1 || k == 1) && (rows == 1 || row_stride % chunk == 0)) {
+  if (k_stride == 1 || k == 1) {
     l.ld = rows == 1 ? 0 : row_stride;
-  } else if ((row_stride == 1 || rows == 1) && (k == 1 || k_stride % chunk == 0)) {
+  } else if (row_stride == 1 || rows == 1) {
     l.mn_contiguous = true;
     l.ld = k == 1 ? 0 : k_stride;
   } else {
     return l;
   }
-  l.ok = base_ok;
+  l.ok = true;
+  l.aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && batch_stride % chunk == 0 &&
+              l.ld % chunk == 0;
   return l;
 }
 
 Layout layout_a(const BmmProblem& p) { return layout_of(p.a, p.m, p.k, p.a_strides[1], p.a_strides[2], p.a_strides[0]); }
 Layout layout_b(const BmmProblem& p) { return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0]); }
+
+template <class Atom, bool kAligned>
+void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
+  if (mn_a && mn_b) return launch_kind<Atom, true, true, kAligned>(q);
+  if (mn_a) return launch_kind<Atom, true, false, kAligned>(q);
+  if (mn_b) return launch_kind<Atom, false, true, kAligned>(q);
+  launch_kind<Atom, false, false, kAligned>(q);
+}
 
 template <class Atom>
 void run(const BmmProblem& p) {
@@ -75,11 +90,9 @@ void run(const BmmProblem& p) {
   q.batch = p.batch, q.m = p.m, q.n = p.n, q.k = p.k;
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
-  if (p.k == 0) return launch_kind<Atom, false, false>(q);  // no operand is read
-  if (la.mn_contiguous && lb.mn_contiguous) return launch_kind<Atom, true, true>(q);
-  if (la.mn_contiguous) return launch_kind<Atom, true, false>(q);
-  if (lb.mn_contiguous) return launch_kind<Atom, false, true>(q);
-  launch_kind<Atom, false, false>(q);
+  if (p.k == 0) return launch_kind<Atom, false, false, true>(q);  // no operand is read
+  if (la.aligned && lb.aligned) return launch_layout<Atom, true>(q, la.mn_contiguous, lb.mn_contiguous);
+  launch_layout<Atom, false>(q, la.mn_contiguous, lb.mn_contiguous);
 }
 
 }  // namespace
@@ -104,11 +117,15 @@ bool can_run(const BmmProblem& p, const char** why) {
   if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31))
     return refuse(why, "the output matrices are too large");
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
-  if (!layout_a(p).ok) return refuse(why, "a has no unit-stride matrix dim with 16-byte-aligned strides and base");
-  if (!layout_b(p).ok) return refuse(why, "b has no unit-stride matrix dim with 16-byte-aligned strides and base");
+  if (!layout_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!layout_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
+  if (p.out.scalar_type() == at::kDouble && unaligned(p))
+    return refuse(why, "float64 operands need 16-byte-aligned strides and base");
   return true;
 #endif
 }
+
+bool unaligned(const BmmProblem& p) { return p.k != 0 && !(layout_a(p).aligned && layout_b(p).aligned); }
 
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {

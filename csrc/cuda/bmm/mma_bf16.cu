@@ -1,4 +1,4 @@
-// The mma.sync bmm kernels with the Half16<true> atom, all four operand major orders.
+// The mma.sync bmm kernels with the Half16<true> atom, all four operand major orders, aligned or not.
 #include "cuda/bmm/mma_launch.cuh"
 
 namespace tiles::cuda::mma {

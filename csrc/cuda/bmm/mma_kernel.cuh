@@ -4,7 +4,10 @@
 // of atoms whose fragments stay in registers. Operand tiles BM x BK (a) and BK x BN (b) stream through
 // a ring of kStages shared-memory buffers filled by cp.async (16-byte copies, zero-filled past the
 // matrix edges), so the loads of the next tiles overlap the multiplies of this one; one barrier per
-// k-tile. Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
+// k-tile. Operands whose rows or base are not 16-byte aligned (a K or N that is not a multiple of 8,
+// a sliced view) run the same kernel with kAligned = false: each thread loads its share of the next
+// tile element by element into registers before the multiplies of this one and stores it to shared
+// memory after them, so those loads' latency still hides behind the tensor cores. Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
 // kMnB: b is N-contiguous, i.e. row-major), so no operand is ever copied or transposed; the atom's
 // fragment loads read either order, and the row padding (the atom's kPadK / kPadMN) keeps them free
 // of bank conflicts. Output tiles go from the accumulators straight to the contiguous output.
@@ -45,9 +48,11 @@ struct Tile {
   using Elem = typename Atom::Elem;
   static constexpr int kLd = kMn ? kRows + Atom::kPadMN : BK + Atom::kPadK;  // elements per smem row
   static constexpr int kElems = (kMn ? BK : kRows) * kLd;
+  // Shared-memory rows (kOuter) of kInner elements, the inner dim contiguous in global memory too.
+  static constexpr int kOuter = kMn ? BK : kRows, kInner = kMn ? kRows : BK;
   static constexpr int kChunk = 16 / sizeof(Elem);                           // elements per cp.async
-  static constexpr int kChunksPerRow = (kMn ? kRows : BK) / kChunk;
-  static constexpr int kChunks = (kMn ? BK : kRows) * kChunksPerRow;
+  static constexpr int kChunksPerRow = kInner / kChunk;
+  static constexpr int kChunks = kOuter * kChunksPerRow;
   // The element at (r, k): r along M (or N), k along K.
   __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
 };
@@ -89,7 +94,51 @@ __device__ __forceinline__ void load_tile(typename TileT::Elem* s, const typenam
   }
 }
 
-template <class Atom, class Cfg, bool kMnA, bool kMnB>
+// How one operand tile gets from global to shared memory, in two steps around the multiplies of the
+// previous tile: begin() starts the copy, finish() completes it (then a barrier makes it visible).
+// kAligned: begin() issues 16-byte cp.async copies straight into shared memory, finish() has nothing
+// left to do. Otherwise begin() loads this thread's elements into registers and finish() stores them.
+template <class TileT, bool kMn, int kThreads, bool kAligned>
+struct TileCopy {
+  using Elem = typename TileT::Elem;
+  __device__ __forceinline__ void begin(Elem* s, const Elem* g, int64_t ld, int64_t r0, int64_t k0, int64_t r_left,
+                                        int64_t k_left) {
+    load_tile<TileT, kMn, kThreads>(s, g, ld, r0, k0, r_left, k_left);
+  }
+  __device__ __forceinline__ void finish(Elem*) const {}
+};
+
+template <class TileT, bool kMn, int kThreads>
+struct TileCopy<TileT, kMn, kThreads, false> {
+  using Elem = typename TileT::Elem;
+  static constexpr int kElems = TileT::kOuter * TileT::kInner;
+  static constexpr int kPerThread = (kElems + kThreads - 1) / kThreads;
+  Elem v[kPerThread];
+
+  // Element i of the tile is (outer, inner) = (i / kInner, i % kInner): a warp reads consecutive
+  // addresses along the operand's contiguous dim. Elements past the matrix edges are zero.
+  __device__ __forceinline__ void begin(Elem*, const Elem* g, int64_t ld, int64_t r0, int64_t k0, int64_t r_left,
+                                        int64_t k_left) {
+    const int64_t outer_left = kMn ? k_left : r_left, inner_left = kMn ? r_left : k_left;
+    const Elem* origin = g + (kMn ? k0 : r0) * ld + (kMn ? r0 : k0);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int i = j * kThreads + int(threadIdx.x);
+      const int outer = i / TileT::kInner, inner = i % TileT::kInner;
+      const bool inside = (kElems % kThreads == 0 || i < kElems) && outer < outer_left && inner < inner_left;
+      v[j] = inside ? origin[outer * ld + inner] : Elem(0);
+    }
+  }
+  __device__ __forceinline__ void finish(Elem* s) const {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int i = j * kThreads + int(threadIdx.x);
+      if (kElems % kThreads == 0 || i < kElems) s[i / TileT::kInner * TileT::kLd + i % TileT::kInner] = v[j];
+    }
+  }
+};
+
+template <class Atom, class Cfg, bool kMnA, bool kMnB, bool kAligned>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Params<typename Atom::Elem> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
@@ -113,23 +162,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
   for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
     const Elem* a = p.a + bi * p.a_batch;
     const Elem* b = p.b + bi * p.b_batch;
-    auto load_stage = [&](int kt) {
-      Elem* s = smem + (kt % Cfg::kStages) * kStageElems;
+    TileCopy<TileA, kMnA, Cfg::kThreads, kAligned> copy_a;
+    TileCopy<TileB, kMnB, Cfg::kThreads, kAligned> copy_b;
+    auto stage = [&](int kt) { return smem + (kt % Cfg::kStages) * kStageElems; };
+    auto begin_stage = [&](int kt) {
       const int64_t k0 = int64_t(kt) * Cfg::BK;
-      load_tile<TileA, kMnA, Cfg::kThreads>(s, a, p.a_ld, m0, k0, p.m - m0, p.k - k0);
-      load_tile<TileB, kMnB, Cfg::kThreads>(s + TileA::kElems, b, p.b_ld, n0, k0, p.n - n0, p.k - k0);
+      copy_a.begin(stage(kt), a, p.a_ld, m0, k0, p.m - m0, p.k - k0);
+      copy_b.begin(stage(kt) + TileA::kElems, b, p.b_ld, n0, k0, p.n - n0, p.k - k0);
+    };
+    auto finish_stage = [&](int kt) {
+      copy_a.finish(stage(kt));
+      copy_b.finish(stage(kt) + TileA::kElems);
     };
 
     Acc acc[kAtomsM][kAtomsN][Atom::kAcc] = {};
 #pragma unroll
     for (int s = 0; s < Cfg::kStages - 1; ++s) {
-      if (s < k_tiles) load_stage(s);
+      if (s < k_tiles) {
+        begin_stage(s);
+        finish_stage(s);
+      }
       cp_async_commit();  // empty groups keep the count of pending groups uniform
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
       cp_async_wait<Cfg::kStages - 2>();  // this thread's copies of tile kt have landed...
       __syncthreads();                    // ...and everyone's; tile kt - 1's buffer is free again
-      if (kt + Cfg::kStages - 1 < k_tiles) load_stage(kt + Cfg::kStages - 1);
+      const int next = kt + Cfg::kStages - 1;
+      if (next < k_tiles) begin_stage(next);
       cp_async_commit();
 
       const Elem* sa = smem + (kt % Cfg::kStages) * kStageElems;
@@ -162,6 +221,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
 #pragma unroll
             for (int e = 0; e < Atom::kAcc; ++e) acc[i][j][e] += fresh[i][j][e];
       }
+      if (next < k_tiles) finish_stage(next);  // into tile kt - 1's buffer, free since the barrier
     }
     cp_async_wait<0>();
     __syncthreads();  // the next batch's first copies reuse the buffers

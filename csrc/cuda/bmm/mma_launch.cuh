@@ -32,17 +32,21 @@ void launch_tile_grid(Params<Elem> q, int threads, int smem_bytes) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <class Atom, bool kMnA, bool kMnB>
+template <class Atom, bool kMnA, bool kMnB, bool kAligned>
 void launch(const Params<typename Atom::Elem>& p) {
   using Cfg = typename ConfigFor<Atom>::type;
-  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB>, Cfg::BM, Cfg::BN>(p, Cfg::kThreads,
-                                                                          kSmemBytes<Atom, Cfg, kMnA, kMnB>);
+  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB, kAligned>, Cfg::BM, Cfg::BN>(
+      p, Cfg::kThreads, kSmemBytes<Atom, Cfg, kMnA, kMnB>);
 }
 
-#define TILES_MMA_INSTANTIATE(ATOM)                                                   \
-  template void launch<ATOM, false, false>(const Params<typename ATOM::Elem>&);      \
-  template void launch<ATOM, false, true>(const Params<typename ATOM::Elem>&);       \
-  template void launch<ATOM, true, false>(const Params<typename ATOM::Elem>&);       \
-  template void launch<ATOM, true, true>(const Params<typename ATOM::Elem>&);
+// Every (a order, b order) of one atom, with 16-byte-aligned operands (cp.async) or not (register loads).
+#define TILES_MMA_INSTANTIATE_ALIGNED(ATOM, ALIGNED)                                          \
+  template void launch<ATOM, false, false, ALIGNED>(const Params<typename ATOM::Elem>&);     \
+  template void launch<ATOM, false, true, ALIGNED>(const Params<typename ATOM::Elem>&);      \
+  template void launch<ATOM, true, false, ALIGNED>(const Params<typename ATOM::Elem>&);      \
+  template void launch<ATOM, true, true, ALIGNED>(const Params<typename ATOM::Elem>&);
+#define TILES_MMA_INSTANTIATE(ATOM)          \
+  TILES_MMA_INSTANTIATE_ALIGNED(ATOM, true)  \
+  TILES_MMA_INSTANTIATE_ALIGNED(ATOM, false)
 
 }  // namespace tiles::cuda::mma

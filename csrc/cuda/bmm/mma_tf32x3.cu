@@ -1,4 +1,4 @@
-// The mma.sync bmm kernels with the Tf32x3 atom, all four operand major orders.
+// The mma.sync bmm kernels with the Tf32x3 atom, all four operand major orders, aligned or not.
 #include "cuda/bmm/mma_launch.cuh"
 
 namespace tiles::cuda::mma {
