@@ -7,8 +7,8 @@ multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and 
 than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
-base are not 16-byte aligned (``mma-sync <kind> unaligned``: loaded element by element), unless they
-have few output tiles over a long K; everything else falls back to the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
+base are not 16-byte aligned (``mma-sync <kind> unaligned``: loaded element by element). Few output
+tiles over a long K, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
@@ -260,6 +260,8 @@ MMA_KINDS = {
     (torch.float64, "highest"): ("f64", None),
 }
 MMA_SHAPES = SHAPES + [(1, 65, 33, 0), (2, 1, 1, 1), (3, 17, 9, 5)]
+# What bmm takes instead of the mma kernel for few output tiles over a long K (e.g. 300 x 520 x 1000).
+SPLIT_K = "general: few output tiles over a long K (split-K)"
 
 
 def poisoned_on_path(a, b, path):
@@ -297,7 +299,7 @@ def test_mma_path(kind, shape, layouts):
     torch.set_float32_matmul_precision(precision)
     try:
         if dtype in (torch.float32, torch.float64):  # the path bmm itself takes for these dtypes
-            assert torch.ops.tiles._bmm_path(a, b) in (f"mma-sync {name}", f"hopper-wgmma {name}")
+            assert torch.ops.tiles._bmm_path(a, b) in (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K)
         out = poisoned_on_path(a, b, "mma")
     finally:
         torch.set_float32_matmul_precision(old)
@@ -353,8 +355,7 @@ def test_mma_path_unaligned(kind, shape, layouts):
     torch.set_float32_matmul_precision(precision)
     try:
         path = torch.ops.tiles._bmm_path(a, b)
-        assert path in (f"mma-sync {name} unaligned", "general: unaligned operands with few output tiles over a "
-                        "long K (split-K)"), path
+        assert path in (f"mma-sync {name} unaligned", SPLIT_K), path
         out = poisoned_on_path(a, b, "mma")
     finally:
         torch.set_float32_matmul_precision(old)
@@ -362,14 +363,18 @@ def test_mma_path_unaligned(kind, shape, layouts):
 
 
 @requires_cuda
-def test_unaligned_choice_between_mma_and_split_k():
+def test_choice_between_mma_and_split_k():
     # Few output tiles over a long K go to the general kernel's split-K; many tiles to the mma kernel.
     mma_expected()
+    few = (make_tensor((1, 92, 1858), torch.float32, "cuda").mT.contiguous().mT, make_tensor((1, 1858, 8),
+           torch.float32, "cuda"))  # neither operand K-major: not the Hopper float32 kernel
+    assert torch.ops.tiles._bmm_path(*few) == SPLIT_K
+    assert_bmm_close(poisoned_bmm(*few), *few)
     dtype = torch.bfloat16
     vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
     head = (make_tensor((1, 512, 96), dtype, "cuda"), make_tensor((1, 96, 2003), dtype, "cuda"))  # odd N
     f64 = (make_tensor((1, 512, 97), torch.float64, "cuda"), make_tensor((1, 97, 256), torch.float64, "cuda"))
-    assert torch.ops.tiles._bmm_path(*vector).startswith("general: unaligned operands with few output tiles")
+    assert torch.ops.tiles._bmm_path(*vector) == SPLIT_K
     assert torch.ops.tiles._bmm_path(*head) == "mma-sync bf16 unaligned"
     assert torch.ops.tiles._bmm_path(*f64) == "general: float64 operands need 16-byte-aligned strides and base"
     for a, b in (vector, head, f64):

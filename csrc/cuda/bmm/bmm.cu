@@ -8,9 +8,9 @@ namespace tiles::cuda {
 
 namespace {
 
-// Whether the general kernel beats the mma kernel's element-by-element loads: few 128 x 128 output
-// tiles over a long K, which the general kernel splits over the idle multiprocessors (split-K) and
-// the mma kernel walks on one block per tile.
+// Whether the general kernel beats the mma kernel: few 128 x 128 output tiles over a long K, which
+// the general kernel splits over the idle multiprocessors (split-K) and the mma kernel walks on one
+// block per tile (e.g. 92 x 4 x 1858: one block, 116 k-tiles in a row, 9x cuBLAS's time).
 bool few_tiles_long_k(const BmmProblem& p) {
   const int64_t tiles = (p.m + 127) / 128 * ((p.n + 127) / 128) * p.batch;
   return tiles * 8 < sm_count() && p.k >= 256;
@@ -22,8 +22,8 @@ Path choose_path(const BmmProblem& p, const char** why) {
   if (hopper::can_run(p)) return Path::hopper;
   if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
   if (mma::can_run(p, why)) {
-    if (!mma::unaligned(p) || !few_tiles_long_k(p)) return Path::mma;
-    if (why) *why = "unaligned operands with few output tiles over a long K (split-K)";
+    if (!few_tiles_long_k(p)) return Path::mma;
+    if (why) *why = "few output tiles over a long K (split-K)";
   }
   return Path::general;
 }

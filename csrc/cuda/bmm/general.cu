@@ -108,11 +108,12 @@ sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, 
   }
 }
 
-// How many ways to split K: enough blocks for about two per SM, each split at least kMinSplitK deep,
-// and the partials (in the op-math type) at most kMaxPartials elements.
+// How many ways to split K: enough blocks for about four per SM (a block waits on each slab's loads,
+// with nothing in flight behind them: the other blocks of its SM hide that wait), each split at least
+// kMinSplitK deep, and the partials (in the op-math type) at most kMaxPartials elements.
 constexpr int64_t kMinSplitK = 4 * kDepth, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
 int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
-  const int64_t wanted = (2 * int64_t(sm_count()) + blocks - 1) / blocks;
+  const int64_t wanted = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
   const int64_t by_depth = k / kMinSplitK, by_memory = kMaxPartials / std::max<int64_t>(out_elements, 1);
   return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
 }
