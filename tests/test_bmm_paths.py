@@ -284,26 +284,34 @@ def mma_operand(layout, batch, rows, cols, dtype):
     raise ValueError(layout)
 
 
+def check_mma_kind(kind, a, b, paths=None):
+    """Runs the mma kernel on a and b under the kind's float32 matmul precision and checks it against
+    float64; with `paths`, the path bmm itself takes for them must be one of those."""
+    dtype, precision = kind
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        path = torch.ops.tiles._bmm_path(a, b)
+        out = poisoned_on_path(a, b, "mma")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert paths is None or path in paths, path
+    assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
+
+
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("shape", MMA_SHAPES, ids=["x".join(map(str, s)) for s in MMA_SHAPES])
 @pytest.mark.parametrize("kind", MMA_KINDS.keys(), ids=[v[0] for v in MMA_KINDS.values()])
 def test_mma_path(kind, shape, layouts):
     mma_expected()
-    dtype, precision = kind
-    name, tol = MMA_KINDS[kind]
+    dtype, name = kind[0], MMA_KINDS[kind][0]
     batch, m, n, k = shape
     a = mma_operand(layouts[0], batch, m, k, dtype)
     b = mma_operand(layouts[1], batch, k, n, dtype)
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
-    try:
-        if dtype in (torch.float32, torch.float64):  # the path bmm itself takes for these dtypes
-            assert torch.ops.tiles._bmm_path(a, b) in (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K)
-        out = poisoned_on_path(a, b, "mma")
-    finally:
-        torch.set_float32_matmul_precision(old)
-    assert_bmm_close(out, a, b, tol)
+    # bmm's own path is checked for float32 / float64 (bf16 / fp16 take the Hopper kernel on an H100)
+    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K) if dtype in (torch.float32, torch.float64) else None
+    check_mma_kind(kind, a, b, paths)
 
 
 @requires_cuda
@@ -346,20 +354,10 @@ UNALIGNED_KINDS = [k for k in MMA_KINDS if k[0] != torch.float64]  # float64 nee
 @pytest.mark.parametrize("kind", UNALIGNED_KINDS, ids=[MMA_KINDS[k][0] for k in UNALIGNED_KINDS])
 def test_mma_path_unaligned(kind, shape, layouts):
     mma_expected()
-    dtype, precision = kind
-    name, tol = MMA_KINDS[kind]
     batch, m, n, k = shape
-    a = unaligned_operand(layouts[0], batch, m, k, dtype)
-    b = unaligned_operand(layouts[1], batch, k, n, dtype)
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
-    try:
-        path = torch.ops.tiles._bmm_path(a, b)
-        assert path in (f"mma-sync {name} unaligned", SPLIT_K), path
-        out = poisoned_on_path(a, b, "mma")
-    finally:
-        torch.set_float32_matmul_precision(old)
-    assert_bmm_close(out, a, b, tol)
+    a = unaligned_operand(layouts[0], batch, m, k, kind[0])
+    b = unaligned_operand(layouts[1], batch, k, n, kind[0])
+    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K))
 
 
 @requires_cuda

@@ -7,7 +7,8 @@
 // k-tile. Operands whose rows or base are not 16-byte aligned (a K or N that is not a multiple of 8,
 // a sliced view) run the same kernel with kAligned = false: each thread loads its share of the next
 // tile element by element into registers before the multiplies of this one and stores it to shared
-// memory after them, so those loads' latency still hides behind the tensor cores. Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
+// memory after them, so those loads' latency still hides behind the tensor cores (TileCopy).
+// Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
 // kMnB: b is N-contiguous, i.e. row-major), so no operand is ever copied or transposed; the atom's
 // fragment loads read either order, and the row padding (the atom's kPadK / kPadMN) keeps them free
 // of bank conflicts. Output tiles go from the accumulators straight to the contiguous output.
