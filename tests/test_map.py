@@ -122,6 +122,29 @@ def test_map_special_values(dtype, device):
     assert out.tolist() == [float("inf"), -float("inf")]
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+def test_erf_and_gelu_over_their_range(dtype, layout, device):
+    # A dense sweep through each range of erf's evaluation (the CPU's float lanes: a series below 1,
+    # 1 - erfc up to 4, +-1 past it; gelu's tail through erfc below -sqrt(2)), with the values at
+    # the seams and the special values, forward and through the backward kernel, against float64.
+    sweep = torch.linspace(-12, 12, 24001, dtype=torch.float64)
+    seams = torch.tensor([1.0, 4.0, 2 ** 0.5, 4 * 2 ** 0.5, 1e-30, 0.0, -0.0], dtype=torch.float64)
+    special = torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=torch.float64)
+    values = torch.cat([sweep, seams, -seams, special])
+    x64 = torch.cat([values, torch.zeros(-len(values) % 60, dtype=torch.float64)]).reshape(-1, 60)
+    x = make_tensor(x64.shape, dtype, device, layout)
+    x.copy_(x64)
+    g = make_tensor(x.shape, dtype, device, layout)
+    xd, gd = x.double().cpu(), g.double().cpu()
+    gelu_grad = gd * (0.5 * (1 + torch.erf(xd / 2 ** 0.5)) + xd * torch.exp(-xd * xd / 2) / (2 * torch.pi) ** 0.5)
+    for fn, ref, grad_ref in [("erf", torch.erf(xd), gd * 2 / torch.pi ** 0.5 * torch.exp(-xd * xd)),
+                              ("gelu", torch.nn.functional.gelu(xd), gelu_grad)]:
+        assert_close_to_ref(torch.ops.tiles.map(x, fn), ref, dtype, msg=lambda m: f"map {fn}:\n{m}")
+        assert_close_to_ref(torch.ops.tiles._map_backward(g, x, fn), grad_ref, dtype,
+                            msg=lambda m: f"_map_backward {fn}:\n{m}")
+
+
 @pytest.mark.parametrize("fn", ["exp", "relu", "gelu"])
 def test_map_python_wrapper(fn, device):
     x = make_tensor((4, 3), torch.float32, device, "transposed", domain=MAP_DOMAIN[fn])

@@ -1,9 +1,11 @@
-// CPU kernels of the backward ops: map's gradient grad * f'(x) and one operand's gradient of zip,
-// each one pass over its operands (tiles/functions.h has the formulas).
+// CPU kernels of the backward ops: map's gradient grad * f'(x) (the vector loops of simd_body.h, as
+// map's) and one operand's gradient of zip, each one pass over its operands (tiles/functions.h has
+// the formulas).
 #include "cpu/parallel.h"
 
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
+#include "cpu/simd.h"
 #include "tiles/dispatch.h"
 
 namespace tiles::cpu {
@@ -36,14 +38,10 @@ struct Loads {
 }  // namespace
 
 void map_grad(const MapGradProblem& p) {
-  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::_map_backward", [&] {
-    using T = opmath_t<scalar_t>;
-    const void* ptrs[2] = {p.grad.const_data_ptr(), p.saved.const_data_ptr()};
-    dispatch_fn(p.fn, [&](auto fn) {
-      elementwise<scalar_t, 2>(p.out.data_ptr<scalar_t>(), ptrs, p.in, p.numel, Loads<StaticLoad<scalar_t>, 2>{},
-                               [](const T (&v)[2]) { return tiles::map_grad<decltype(fn)::value>(v[0], v[1]); });
-    });
-  });
+  const MapGradArgs args{p.fn, to_dtype(p.out.scalar_type()), p.grad.const_data_ptr(), p.saved.const_data_ptr(),
+                         p.out.data_ptr(), &p.in};
+  const Kernels& k = kernels();
+  parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.map_grad_range(args, begin, end); });
 }
 
 void zip_grad(const ZipGradProblem& p) {

@@ -37,6 +37,16 @@ struct ZipArgs {
   const StridedIndexer<2>* in;
 };
 
+// map's gradient grad * f'(saved) (tiles::_map_backward): grad, saved and out of one dtype.
+struct MapGradArgs {
+  MapFn fn;
+  Dtype dtype;
+  const void* grad;   // includes the storage offset
+  const void* saved;  // x, or y = f(x) where map_grad_uses_output(fn)
+  void* out;          // dense, in the order of `in`'s linear positions
+  const StridedIndexer<2>* in;
+};
+
 struct ReduceArgs {
   ReduceFn fn;
   Dtype dtype;
@@ -64,6 +74,7 @@ struct Kernels {
   // out positions [begin, end) of a map / zip.
   void (*map_range)(const MapArgs&, int64_t begin, int64_t end);
   void (*zip_range)(const ZipArgs&, int64_t begin, int64_t end);
+  void (*map_grad_range)(const MapGradArgs&, int64_t begin, int64_t end);
   // The reduction of positions [begin, end) of one output whose first element is at x + base,
   // evaluated in an order that depends only on (begin, end) and the layout. In double for every fn
   // (exact for max / min).

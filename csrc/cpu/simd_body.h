@@ -131,6 +131,42 @@ template <class V> inline V vabs(V x) {
   return (V)((M)x & splat<M>(std::numeric_limits<elem_t<M>>::max()));
 }
 
+// erfc(a) for a >= 1 in float lanes: exp(-a²) g(a), with g(a) = erfc(a) exp(a²) a degree-12 polynomial
+// in t = (2a - 5) / 3 fitted on [1, 4] (tools/fit_erfc.py prints it and its relative error in float
+// arithmetic, 1.4e-7). Past 4, where erfc is below 1.6e-8, g(4) stands in (erfc comes out too large by
+// up to a factor a / 4, absolute error below 1e-8).
+inline vf verfc_ge1(vf a) {
+  const vf t = ((a > 4.0f ? splat<vf>(4.0f) : a) * 2.0f - 5.0f) * (1.0f / 3.0f);
+  constexpr float kG[] = {1.3365836e-05f,  -3.68889106e-05f, 5.63035761e-05f, -0.000144057793f, 0.000412986923f,
+                          -0.00101700894f, 0.00240248743f,   -0.00556738032f, 0.0124895204f,    -0.0270057169f,
+                          0.0561104882f,   -0.111521005f,    0.210806364f};  // highest power first
+  vf p = splat<vf>(kG[0]);
+  for (int i = 1; i < int(sizeof(kG) / sizeof(kG[0])); ++i) p = p * t + kG[i];
+  return vexp(-(a * a)) * p;
+}
+
+// The Taylor coefficients of erf(x) / x in powers of x²: (2 / √π) (-1)^n / (n! (2n + 1)).
+constexpr float erf_taylor(int n) {
+  double c = M_2_SQRTPI;
+  for (int i = 1; i <= n; ++i) c /= -double(i);
+  return float(c / (2 * n + 1));
+}
+
+// erf in float lanes: |x| < 1 by its Taylor series to x^21 (the next term is below 2e-9), else
+// ±(1 - erfc(|x|)). NaN stays NaN; ±inf gives ±1.
+inline vf verf(vf x) {
+  const vf x2 = x * x;
+  vf p = splat<vf>(erf_taylor(10));
+  for (int n = 9; n >= 0; --n) p = p * x2 + erf_taylor(n);
+  const vf a = vabs(x);
+  const vu sign = (vu)x & 0x80000000u;
+  const vf tail = (vf)((vu)(1.0f - verfc_ge1(a)) | sign);
+  return a < 1.0f ? x * p : tail;
+}
+
+// 2 Φ(x √2) = 1 + erf(x), without the cancellation of 1 + erf(x) for x < -1 (the gelu tail).
+inline vf vone_plus_erf(vf x) { return x < -1.0f ? verfc_ge1(-x) : 1.0f + verf(x); }
+
 // The NaN-propagating max / min of apply_zip, lane by lane.
 template <class V> inline V vmax(V a, V b) { const V r = (b != b) | (b > a) ? b : a; return a != a ? a : r; }
 template <class V> inline V vmin(V a, V b) { const V r = (b != b) | (b < a) ? b : a; return a != a ? a : r; }
@@ -146,9 +182,31 @@ template <MapFn F, class V> inline V vmap(V x) {
   else if constexpr (F == MapFn::Sigmoid) return T(1) / (T(1) + vexp(-x));
   else if constexpr (F == MapFn::Relu) return x < T(0) ? splat<V>(T(0)) : x;  // NaN stays
   else if constexpr (F == MapFn::Silu) return x / (T(1) + vexp(-x));
+  else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) return verf(x);
+  else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) return 0.5f * x * vone_plus_erf(x * float(M_SQRT1_2));
   else {  // no vector form: libm per lane
     V r{};
     for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = apply_map<F>(T(x[l]));
+    return r;
+  }
+}
+
+// map's gradient g f'(v) (tiles/functions.h map_grad) in vector form where f' needs exp or erf;
+// the rest per lane.
+template <MapFn F, class V> inline V vmap_grad(V g, V v) {
+  using T = elem_t<V>;
+  if constexpr (F == MapFn::Silu) {
+    const V s = T(1) / (T(1) + vexp(-v));
+    return g * (s * (T(1) + v * (T(1) - s)));
+  } else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) {
+    const vf cdf = 0.5f * vone_plus_erf(v * float(M_SQRT1_2));
+    const vf pdf = vexp(-0.5f * v * v) * float(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / √(2π)
+    return g * (cdf + v * pdf);
+  } else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) {
+    return g * (float(M_2_SQRTPI) * vexp(-(v * v)));
+  } else {
+    V r{};
+    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = tiles::map_grad<F>(T(g[l]), T(v[l]));
     return r;
   }
 }
@@ -231,44 +289,51 @@ void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
   });
 }
 
+// out[i] = op(a, b) at positions [begin, end) of `in` (operand 0: a, 1: b), operands and output of one
+// dtype S: unit-stride runs straight from memory, the others staged in blocks. zip's kernel and map's
+// gradient (a = grad, b = the saved tensor) share it.
+template <class S, class Op>
+void binary_same_dtype(const S* a, const S* b, S* out, const StridedIndexer<2>& in, int64_t begin, int64_t end,
+                       Op op) {
+  using T = opmath_t<S>;
+  if (in.is_contiguous()) {
+    store_op<S, T>(out + begin, end - begin, op, a + begin, b + begin);
+    return;
+  }
+  for_each_run(in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+    const S* pa = a + off[0];
+    const S* pb = b + off[1];
+    if (step[0] == 1 && step[1] == 1) {
+      store_op<S, T>(out + i, count, op, pa, pb);
+      return;
+    }
+    T ba[kBlock], bb[kBlock];
+    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+      const int64_t n = std::min(kBlock, count - j0);
+      const S* sa = pa + j0 * step[0];
+      const S* sb = pb + j0 * step[1];
+      if (step[0] == 1) {
+        for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
+        store_op<S, T>(out + i + j0, n, op, sa, static_cast<const T*>(bb));
+      } else if (step[1] == 1) {
+        for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
+        store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), sb);
+      } else {
+        for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
+        for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
+        store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), static_cast<const T*>(bb));
+      }
+    }
+  });
+}
+
 template <class S, ZipFn F>
 void zip_typed(const ZipArgs& z, int64_t begin, int64_t end) {
   using T = opmath_t<S>;
   S* out = static_cast<S*>(z.out);
   auto op = [](auto va, auto vb) { return vzip<F>(va, vb); };
-  const bool same = z.a_dtype == z.out_dtype && z.b_dtype == z.out_dtype;
-  if (same) {
-    const S* a = static_cast<const S*>(z.a);
-    const S* b = static_cast<const S*>(z.b);
-    if (z.in->is_contiguous()) {
-      store_op<S, T>(out + begin, end - begin, op, a + begin, b + begin);
-      return;
-    }
-    for_each_run(*z.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
-      const S* pa = a + off[0];
-      const S* pb = b + off[1];
-      if (step[0] == 1 && step[1] == 1) {
-        store_op<S, T>(out + i, count, op, pa, pb);
-        return;
-      }
-      T ba[kBlock], bb[kBlock];
-      for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
-        const int64_t n = std::min(kBlock, count - j0);
-        const S* sa = pa + j0 * step[0];
-        const S* sb = pb + j0 * step[1];
-        if (step[0] == 1) {
-          for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
-          store_op<S, T>(out + i + j0, n, op, sa, static_cast<const T*>(bb));
-        } else if (step[1] == 1) {
-          for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
-          store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), sb);
-        } else {
-          for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
-          for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
-          store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), static_cast<const T*>(bb));
-        }
-      }
-    });
+  if (z.a_dtype == z.out_dtype && z.b_dtype == z.out_dtype) {
+    binary_same_dtype(static_cast<const S*>(z.a), static_cast<const S*>(z.b), out, *z.in, begin, end, op);
     return;
   }
   // Operands of other dtypes: converted to the op-math type as they are staged.
@@ -312,6 +377,16 @@ void map_range(const MapArgs& a, int64_t begin, int64_t end) {
 void zip_range(const ZipArgs& z, int64_t begin, int64_t end) {
   with_dtype(z.out_dtype, [&](auto s) {
     with_fn(z.fn, [&](auto fn) { zip_typed<decltype(s), decltype(fn)::value>(z, begin, end); });
+  });
+}
+
+void map_grad_range(const MapGradArgs& m, int64_t begin, int64_t end) {
+  with_dtype(m.dtype, [&](auto s) {
+    using S = decltype(s);
+    with_fn(m.fn, [&](auto fn) {
+      binary_same_dtype(static_cast<const S*>(m.grad), static_cast<const S*>(m.saved), static_cast<S*>(m.out), *m.in,
+                        begin, end, [](auto g, auto v) { return vmap_grad<decltype(fn)::value>(g, v); });
+    });
   });
 }
 

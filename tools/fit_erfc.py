@@ -1,0 +1,63 @@
+"""Prints the coefficients of the CPU kernels' float erfc polynomial (csrc/cpu/simd_body.h, verfc_ge1).
+
+erfc(a) = exp(-a^2) g(a) for a >= 1, where g(a) = erfc(a) exp(a^2) falls smoothly from 0.76 to 0.14 on
+[1, 4]. The polynomial is g's Chebyshev interpolant of degree 12 on [1, 4], written in powers of
+t = (2a - 5) / 3 (in [-1, 1], so Horner's rule in float32 stays accurate), and the script reports its
+largest relative error against math.erfc when evaluated in float32 arithmetic.
+
+    python tools/fit_erfc.py
+"""
+import math
+import struct
+
+DEGREE, LO, HI = 12, 1.0, 4.0
+
+
+def g(a):
+    return math.erfc(a) * math.exp(a * a)
+
+
+def chebyshev_coefficients(f, lo, hi, degree):
+    n = degree + 1
+    nodes = [math.cos(math.pi * (k + 0.5) / n) for k in range(n)]
+    values = [f(lo + (hi - lo) * (x + 1) / 2) for x in nodes]
+    c = [2 / n * sum(values[k] * math.cos(math.pi * j * (k + 0.5) / n) for k in range(n)) for j in range(n)]
+    c[0] /= 2
+    return c
+
+
+def power_coefficients(cheb):
+    """The same polynomial in powers of t: T_0 = 1, T_1 = t, T_k = 2 t T_(k-1) - T_(k-2)."""
+    t_polys = [[1.0], [0.0, 1.0]]
+    for _ in range(2, len(cheb)):
+        doubled = [0.0] + [2 * x for x in t_polys[-1]]
+        prev = t_polys[-2] + [0.0] * (len(doubled) - len(t_polys[-2]))
+        t_polys.append([a - b for a, b in zip(doubled, prev)])
+    power = [0.0] * len(cheb)
+    for ck, poly in zip(cheb, t_polys):
+        for i, x in enumerate(poly):
+            power[i] += ck * x
+    return power
+
+
+def f32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def main():
+    power = power_coefficients(chebyshev_coefficients(g, LO, HI, DEGREE))
+    coeffs = [f32(x) for x in power]
+    worst = 0.0
+    for i in range(4001):
+        a = f32(LO + (HI - LO) * i / 4000)
+        t = f32(f32(2 * a - (LO + HI)) / (HI - LO))
+        v = coeffs[-1]
+        for c in reversed(coeffs[:-1]):
+            v = f32(f32(v * t) + c)
+        worst = max(worst, abs(v / g(a) - 1))
+    print("highest power first:", ", ".join(f"{c:.9g}f" for c in reversed(power)))
+    print(f"largest relative error of g in float32 arithmetic on [{LO}, {HI}]: {worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()
