@@ -8,7 +8,7 @@
 //
 // Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
 // float16 through c10's scalar conversion. Map / zip fns without a vector form here (log, sqrt, tanh,
-// gelu, sin, cos, erf, pow) run c10 / libm per lane over the same blocks.
+// sin, cos, pow; erf and gelu in double lanes) run c10 / libm per lane over the same blocks.
 
 namespace tiles::cpu::TILES_ISA {
 namespace {
