@@ -11,7 +11,8 @@
 //
 // Three shapes of work (simd_body.h has the loops):
 //   rows     the innermost reduced dim has unit stride: each chunk is summed along it with 4 vector
-//            accumulators; threads take whole outputs, or the chunks of a few long outputs.
+//            accumulators; threads take whole outputs (blocks of them per call when each is one
+//            run of at most a chunk), or the chunks of a few long outputs.
 //   columns  neighbouring outputs sit side by side in memory (unit stride between outputs) and the
 //            reduced dims do not: one vector lane per output, a block of outputs in registers, the
 //            reduced positions walked in order; threads take blocks of outputs (and chunks when
@@ -33,6 +34,7 @@ namespace {
 constexpr int64_t kChunk = 4096;   // positions accumulated before their partial is combined in order
 constexpr int64_t kGrain = 32768;  // input elements per parallel task
 constexpr int64_t kCols = 256;     // outputs per task of the columns shape
+constexpr int64_t kRows = 256;     // outputs per kernel call of the rows shape
 
 
 template <class scalar_t, ReduceFn F>
@@ -85,6 +87,20 @@ void reduce_kernel(const ReduceProblem& p) {
     return;
   }
 
+  if (unit_inner && p.inner.ndim == 1 && chunks == 1) {
+    // Each output one unit-stride run of at most a chunk (the last dim reduced): blocks of whole
+    // outputs per kernel call.
+    const int64_t grain = std::max<int64_t>(1, kGrain / p.num_in);
+    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
+      double result[kRows];
+      for (int64_t b = begin; b < end; b += kRows) {
+        const int64_t e = std::min(b + kRows, end);
+        k.reduce_rows(args, p.outer, b, e, p.num_in, result);
+        for (int64_t o = b; o < e; ++o) finish(o, R::combine(R::identity(), result[o - b]));
+      }
+    });
+    return;
+  }
   auto reduce_all = [&](int64_t base) {
     double acc = R::identity();
     for (int64_t c = 0; c < p.num_in; c += kChunk)

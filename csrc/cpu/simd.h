@@ -79,6 +79,10 @@ struct Kernels {
   // evaluated in an order that depends only on (begin, end) and the layout. In double for every fn
   // (exact for max / min).
   double (*reduce_span)(const ReduceArgs&, int64_t base, int64_t begin, int64_t end);
+  // reduce_span over [0, n) of outputs [begin, end) of `outer` (offsets of their first elements), when
+  // the n positions are one unit-stride run: result[o - begin].
+  void (*reduce_rows)(const ReduceArgs&, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
+                      double* result);
   // The same for `cols` outputs whose first elements are x + base + c (c < cols, unit stride between
   // outputs): partial[c] = the reduction of positions [begin, end) of output c, in the same order as
   // reduce_span would take them one at a time.

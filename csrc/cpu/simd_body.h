@@ -427,19 +427,23 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
     // Sum / mean of float lanes: 8 vectors added pairwise in float (each lane's partial of 8 values
     // carries at most 3 roundings, 3 ulps of the sum of their magnitudes), then widened into double
     // accumulators: a quarter of the conversions, and far inside the float32 tolerance.
+    // Rows shorter than 8 vectors (and the rest of longer ones) add one widened vector at a time.
     constexpr int W = lanes<float>;
-    if (n >= 8 * W) {
+    if (n >= W) {
       vd lo = splat<vd>(0.0), hi = lo;
-      int64_t j = 0;
-      for (; j + 8 * W <= n; j += 8 * W) {
-        vf v[8];
-        for (int u = 0; u < 8; ++u) v[u] = Io<S>::load(p + j + u * W);
-        const vf s = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+      auto widen_add = [&](vf s) {
         vfh h[2];
         __builtin_memcpy(h, &s, sizeof(s));
         lo += __builtin_convertvector(h[0], vd);
         hi += __builtin_convertvector(h[1], vd);
+      };
+      int64_t j = 0;
+      for (; j + 8 * W <= n; j += 8 * W) {
+        vf v[8];
+        for (int u = 0; u < 8; ++u) v[u] = Io<S>::load(p + j + u * W);
+        widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
       }
+      for (; j + W <= n; j += W) widen_add(Io<S>::load(p + j));
       const vd v = lo + hi;
       for (int l = 0; l < lanes<double>; ++l) acc = R::combine(acc, v[l]);
       p += j;
@@ -449,7 +453,7 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
     return acc;
   } else if constexpr (std::is_same_v<A, double>) {
     constexpr int W = lanes<double>;
-    if (n >= 4 * W) {
+    if (n >= W) {
       vd v0 = splat<vd>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
       int64_t j = 0;
       for (; j + 4 * W <= n; j += 4 * W) {
@@ -458,6 +462,7 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
         v2 = vcombine<F>(v2, load_d(p + j + 2 * W));
         v3 = vcombine<F>(v3, load_d(p + j + 3 * W));
       }
+      for (; j + W <= n; j += W) v0 = vcombine<F>(v0, load_d(p + j));
       const vd v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
       for (int l = 0; l < W; ++l) acc = R::combine(acc, v[l]);
       p += j;
@@ -468,7 +473,7 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
   } else {  // max / min in the op-math type A of S
     using V = vec_t<A>;
     constexpr int W = lanes<A>;
-    if (n >= 4 * W) {
+    if (n >= W) {
       V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
       int64_t j = 0;
       for (; j + 4 * W <= n; j += 4 * W) {
@@ -477,6 +482,7 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
         v2 = vcombine<F>(v2, Io<S>::load(p + j + 2 * W));
         v3 = vcombine<F>(v3, Io<S>::load(p + j + 3 * W));
       }
+      for (; j + W <= n; j += W) v0 = vcombine<F>(v0, Io<S>::load(p + j));
       const V v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
       for (int l = 0; l < W; ++l) acc = R::combine(acc, A(v[l]));
       p += j;
@@ -502,6 +508,21 @@ double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64
     }
   });
   return double(acc);
+}
+
+// Whole outputs whose n reduced elements are one unit-stride run (a reduction over the last dim):
+// outputs [begin, end) of `outer`, each in reduce_span's order, into result[o - begin]. One call per
+// block of outputs, so short rows do not pay reduce_span's dispatch per output.
+template <ReduceFn F, class S>
+void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
+                       double* result) {
+  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using R = Reducer<F, A>;
+  const S* x = static_cast<const S*>(r.x);
+  for_each_run(outer, begin, end, [&](int64_t o, auto off, int64_t count, auto step) {
+    for (int64_t j = 0; j < count; ++j)
+      result[o - begin + j] = double(reduce_unit<F>(x + off[0] + j * step[0], n, R::identity()));
+  });
 }
 
 // Outputs side by side: one vector lane per output, positions taken one after another (the order of
@@ -550,6 +571,15 @@ double reduce_span(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end
     });
   });
   return result;
+}
+
+void reduce_rows(const ReduceArgs& r, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
+                 double* result) {
+  with_dtype(r.dtype, [&](auto s) {
+    with_fn(r.fn, [&](auto fn) {
+      reduce_rows_typed<decltype(fn)::value, decltype(s)>(r, outer, begin, end, n, result);
+    });
+  });
 }
 
 void reduce_cols(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,

@@ -26,7 +26,7 @@ TILES_PRAGMA(GCC target(TILES_ISA_TARGET))
 
 namespace tiles::cpu::TILES_ISA {
 const Kernels kKernels = {TILES_ISA_ENUM, TILES_NAME(TILES_ISA), &map_range,   &zip_range, &map_grad_range,
-                          &reduce_span,    &reduce_cols,            &bmm};
+                          &reduce_span,    &reduce_rows,            &reduce_cols, &bmm};
 }  // namespace tiles::cpu::TILES_ISA
 
 #if defined(TILES_ISA_TARGET) && defined(__clang__)
