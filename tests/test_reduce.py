@@ -179,12 +179,13 @@ def test_reduce_many_short_rows(fn, dtype, dim, device):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("fn", ["sum", "mean", "max", "min"])
-def test_reduce_rows_of_every_width(fn, dtype, device):
-    # Row widths around the vector loops' edges (one vector is 4 to 16 lanes, a block 4 or 8 vectors):
-    # full vectors, a vector's tail, the block loop and its remainder, in rows reduced one call each.
-    for width in [1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 257, 513]:
-        x = make_tensor((37, width), dtype, device, domain=REDUCE_DOMAIN[fn])
-        check_reduce(x, [-1], fn)
+def test_reduce_rows_and_columns_of_every_length(fn, dtype, device):
+    # Lengths around the vector loops' edges (one vector is 4 to 16 lanes, a block 4 or 8 vectors;
+    # columns are summed 8 rows at a time): full vectors, a vector's tail, the block loop and its
+    # remainder, along rows (the last dim) and down columns (131 of them: whole blocks and a tail).
+    for length in [1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 257, 513]:
+        check_reduce(make_tensor((37, length), dtype, device, domain=REDUCE_DOMAIN[fn]), [-1], fn)
+        check_reduce(make_tensor((length, 131), dtype, device, domain=REDUCE_DOMAIN[fn]), [0], fn)
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "permuted", "sliced", "transposed"])

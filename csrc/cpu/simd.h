@@ -84,8 +84,8 @@ struct Kernels {
   void (*reduce_rows)(const ReduceArgs&, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
                       double* result);
   // The same for `cols` outputs whose first elements are x + base + c (c < cols, unit stride between
-  // outputs): partial[c] = the reduction of positions [begin, end) of output c, in the same order as
-  // reduce_span would take them one at a time.
+  // outputs): partial[c] = the reduction of positions [begin, end) of output c, in an order fixed by
+  // (begin, end), the layout and c's place in the block (float sums add eight positions pairwise first).
   void (*reduce_cols)(const ReduceArgs&, int64_t base, int64_t cols, int64_t begin, int64_t end,
                       double* partial);
   // The whole bmm, threads included (at::parallel_for is passed in, so this code stays ATen-free).

@@ -394,6 +394,9 @@ void map_grad_range(const MapGradArgs& m, int64_t begin, int64_t end) {
 
 // Sum / mean / prod accumulate in double lanes; max / min in the op-math type (exact either way).
 template <ReduceFn F> constexpr bool kDoubleAcc = F == ReduceFn::Sum || F == ReduceFn::Mean || F == ReduceFn::Prod;
+// Sums of float lanes (float32 and the half types), whose short pairwise partials may stay in float.
+template <ReduceFn F, class S>
+constexpr bool kFloatSum = (F == ReduceFn::Sum || F == ReduceFn::Mean) && !std::is_same_v<S, double>;
 
 template <ReduceFn F, class V> inline V vcombine(V a, V b) {
   if constexpr (F == ReduceFn::Prod) return a * b;
@@ -423,7 +426,7 @@ template <class S> inline vd load_d(const S* p) {
 template <ReduceFn F, class S, class A>
 inline A reduce_unit(const S* p, int64_t n, A acc) {
   using R = Reducer<F, A>;
-  if constexpr (std::is_same_v<A, double> && !std::is_same_v<S, double> && F != ReduceFn::Prod) {
+  if constexpr (kFloatSum<F, S>) {
     // Sum / mean of float lanes: 8 vectors added pairwise in float (each lane's partial of 8 values
     // carries at most 3 roundings, 3 ulps of the sum of their magnitudes), then widened into double
     // accumulators: a quarter of the conversions, and far inside the float32 tolerance.
@@ -525,8 +528,9 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
   });
 }
 
-// Outputs side by side: one vector lane per output, positions taken one after another (the order of
-// reduce_span's scalar loop), in blocks of kCols outputs held in registers.
+// Outputs side by side: one vector lane per output, positions taken one after another (float sums:
+// eight at a time, added pairwise first), in blocks of kCols outputs held in registers; the last few
+// outputs one at a time in reduce_span's order.
 template <ReduceFn F, class S>
 void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
                        double* partial) {
@@ -544,7 +548,23 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
       const S* src = x + off[0] + c0;
       vd a[kVecs];
       for (int v = 0; v < kVecs; ++v) a[v] = acc[v];
-      for (int64_t j = 0; j < count; ++j) {
+      int64_t j = 0;
+      if constexpr (kFloatSum<F, S>) {
+        // Sums of float lanes, as along rows: 8 rows added pairwise in float, then widened, so a
+        // conversion serves 8 elements (kVecs / 2 float vectors span the block's columns).
+        for (; j + 8 <= count; j += 8) {
+          for (int u = 0; u < kVecs / 2; ++u) {
+            vf v[8];
+            for (int t = 0; t < 8; ++t) v[t] = Io<S>::load(src + (j + t) * step[0] + u * lanes<float>);
+            const vf sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+            vfh h[2];
+            __builtin_memcpy(h, &sum, sizeof(sum));
+            a[2 * u] += __builtin_convertvector(h[0], vd);
+            a[2 * u + 1] += __builtin_convertvector(h[1], vd);
+          }
+        }
+      }
+      for (; j < count; ++j) {
         const S* row = src + j * step[0];
         for (int v = 0; v < kVecs; ++v) a[v] = vcombine<F>(a[v], load_d(row + v * W));
       }
