@@ -75,42 +75,23 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     }
 }
 
-// rows x kc of src (strides rs, ks) into MR-row slivers of dst, k-major, zero-padded to MR rows.
-template <class S, class T>
-void pack_a(const S* src, int64_t rows, int64_t kc, int64_t rs, int64_t ks, T* dst) {
-  constexpr int MR = kMR;
-  for (int64_t r0 = 0; r0 < rows; r0 += MR, dst += kc * MR) {
-    const int64_t nr = std::min<int64_t>(MR, rows - r0);
-    const S* s = src + r0 * rs;
-    if (nr == MR && rs == 1) {
+// n x kc of src (strides ns along n, ks along k) into W-wide slivers of dst, each k-major (its W
+// values for one k side by side), the last zero-padded to W: the MR-row slivers of a and the NR-column
+// slivers of b.
+template <int W, class S, class T>
+void pack_slivers(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, T* dst) {
+  for (int64_t i0 = 0; i0 < n; i0 += W, dst += kc * W) {
+    const int64_t ni = std::min<int64_t>(W, n - i0);
+    const S* s = src + i0 * ns;
+    if (ni == W && ns == 1) {  // a sliver is contiguous at each k: read along it
       for (int64_t p = 0; p < kc; ++p)
-        for (int r = 0; r < MR; ++r) dst[p * MR + r] = T(opmath_t<S>(s[p * ks + r]));
-    } else if (nr == MR) {
-      for (int r = 0; r < MR; ++r)
-        for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = T(opmath_t<S>(s[r * rs + p * ks]));
+        for (int i = 0; i < W; ++i) dst[p * W + i] = T(opmath_t<S>(s[p * ks + i]));
+    } else if (ni == W) {  // read along k, contiguous when ks == 1
+      for (int i = 0; i < W; ++i)
+        for (int64_t p = 0; p < kc; ++p) dst[p * W + i] = T(opmath_t<S>(s[i * ns + p * ks]));
     } else {
       for (int64_t p = 0; p < kc; ++p)
-        for (int r = 0; r < MR; ++r) dst[p * MR + r] = r < nr ? T(opmath_t<S>(s[r * rs + p * ks])) : T(0);
-    }
-  }
-}
-
-// kc x cols of src (strides ks, cs) into NR-column slivers of dst, zero-padded to NR columns.
-template <class S, class T>
-void pack_b(const S* src, int64_t kc, int64_t cols, int64_t ks, int64_t cs, T* dst) {
-  constexpr int NR = Blocking<T>::NR;
-  for (int64_t c0 = 0; c0 < cols; c0 += NR, dst += kc * NR) {
-    const int64_t nc = std::min<int64_t>(NR, cols - c0);
-    const S* s = src + c0 * cs;
-    if (nc == NR && cs == 1) {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int c = 0; c < NR; ++c) dst[p * NR + c] = T(opmath_t<S>(s[p * ks + c]));
-    } else if (nc == NR && ks == 1) {
-      for (int c = 0; c < NR; ++c)
-        for (int64_t p = 0; p < kc; ++p) dst[p * NR + c] = T(opmath_t<S>(s[c * cs + p]));
-    } else {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int c = 0; c < NR; ++c) dst[p * NR + c] = c < nc ? T(opmath_t<S>(s[p * ks + c * cs])) : T(0);
+        for (int i = 0; i < W; ++i) dst[p * W + i] = i < ni ? T(opmath_t<S>(s[i * ns + p * ks])) : T(0);
     }
   }
 }
@@ -149,10 +130,10 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
   for (int64_t pc = 0; pc < g.k; pc += B::KC) {
     const int64_t kc = std::min<int64_t>(B::KC, g.k - pc);
     const bool accumulate = pc > 0;
-    pack_b(Bm + pc * sbk, kc, cols, sbk, sbn, b_buf.data());
+    pack_slivers<NR>(Bm + pc * sbk, cols, kc, sbn, sbk, b_buf.data());
     for (int64_t ic = 0; ic < rows; ic += B::MC) {
       const int64_t mc = std::min<int64_t>(B::MC, rows - ic);
-      pack_a(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
+      pack_slivers<MR>(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
       for (int64_t jr = 0; jr < cols; jr += NR) {
         const int64_t nr = std::min<int64_t>(NR, cols - jr);
         const T* bp = b_buf.data() + jr * kc;

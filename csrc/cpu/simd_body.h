@@ -171,6 +171,13 @@ inline vf vone_plus_erf(vf x) { return x < -1.0f ? verfc_ge1(-x) : 1.0f + verf(x
 template <class V> inline V vmax(V a, V b) { const V r = (b != b) | (b > a) ? b : a; return a != a ? a : r; }
 template <class V> inline V vmin(V a, V b) { const V r = (b != b) | (b < a) ? b : a; return a != a ? a : r; }
 
+// f applied lane by lane, for the fns without a vector form (c10 / libm scalar code).
+template <class V, class F, class... Vs> inline V per_lane(F f, Vs... v) {
+  V r{};
+  for (int l = 0; l < int(sizeof(V) / sizeof(elem_t<V>)); ++l) r[l] = f(elem_t<V>(v[l])...);
+  return r;
+}
+
 template <MapFn F, class V> inline V vmap(V x) {
   using T = elem_t<V>;
   if constexpr (F == MapFn::Id) return x;
@@ -184,11 +191,7 @@ template <MapFn F, class V> inline V vmap(V x) {
   else if constexpr (F == MapFn::Silu) return x / (T(1) + vexp(-x));
   else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) return verf(x);
   else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) return 0.5f * x * vone_plus_erf(x * float(M_SQRT1_2));
-  else {  // no vector form: libm per lane
-    V r{};
-    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = apply_map<F>(T(x[l]));
-    return r;
-  }
+  else return per_lane<V>([](T t) { return apply_map<F>(t); }, x);
 }
 
 // map's gradient g f'(v) (tiles/functions.h map_grad) in vector form where f' needs exp or erf;
@@ -205,9 +208,7 @@ template <MapFn F, class V> inline V vmap_grad(V g, V v) {
   } else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) {
     return g * (float(M_2_SQRTPI) * vexp(-(v * v)));
   } else {
-    V r{};
-    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = tiles::map_grad<F>(T(g[l]), T(v[l]));
-    return r;
+    return per_lane<V>([](T gl, T vl) { return tiles::map_grad<F>(gl, vl); }, g, v);
   }
 }
 
@@ -226,11 +227,7 @@ template <ZipFn F, class V> inline V vzip(V a, V b) {
   else if constexpr (F == ZipFn::Ge) return a >= b ? one : zero;
   else if constexpr (F == ZipFn::Eq) return a == b ? one : zero;
   else if constexpr (F == ZipFn::Ne) return a != b ? one : zero;
-  else {  // pow: libm per lane
-    V r{};
-    for (int l = 0; l < int(sizeof(V) / sizeof(T)); ++l) r[l] = apply_zip<F>(T(a[l]), T(b[l]));
-    return r;
-  }
+  else return per_lane<V>([](T al, T bl) { return apply_zip<F>(al, bl); }, a, b);  // pow
 }
 
 // ---- map and zip --------------------------------------------------------------------------------------
