@@ -230,13 +230,22 @@ def test_reduce_max_min_propagate_nan(fn, dtype, device):
     assert torch.isnan(reduce(x, None, fn)).item()
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("position", [0, 600, 1036], ids=["first", "middle", "last"])
 @pytest.mark.parametrize("fn", ["max", "min"])
-def test_reduce_max_min_nan_in_long_row(fn, position, device):
-    x = make_tensor((1037,), torch.float32, device, domain="grid")
+def test_reduce_max_min_nan_in_long_row(fn, position, dtype, device):
+    # Long enough for the CPU's vector loops, which track NaNs apart from the running max / min;
+    # a NaN with its sign bit set, and infinities that must not pass for NaNs.
+    x = make_tensor((1037,), dtype, device, domain="grid")
     x[position] = NAN
     assert torch.isnan(reduce(x, [0], fn)).item()
     assert torch.isnan(reduce(x.view(1, 1037), [-1], fn)).item()
+    x[position] = -NAN
+    assert torch.isnan(reduce(x, [0], fn)).item()
+    x[position] = float("inf")
+    x[position // 2] = -float("inf")
+    ref = (torch.amax if fn == "max" else torch.amin)(x.double())
+    assert_close_to_ref(reduce(x, [0], fn), ref, exact=True)
 
 
 @pytest.mark.parametrize("fn", ["sum", "mean", "prod"])
