@@ -6,12 +6,23 @@
 
 Run it as a script (not from the source tree with -m), so `import torch_tiles` finds the installed build.
 
-Times are CUDA-event medians from triton.testing.do_bench (L2 flushed between runs), taken in --rounds
-alternating rounds (tiles first, then torch first, ...), and the median round is reported: clocks drift
-by a few percent within a run, which a single back-to-back pair would charge to one side. Rates are against
-ceilings measured in the same run: a 1 GiB device-to-device copy (bytes read + written) and a bf16
-8192^3 matmul. Writes benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
+Every case is timed two ways, each in --rounds alternating rounds (tiles first, then torch first, ...)
+whose median is reported: clocks drift by a few percent within a run, which a single pair would charge
+to one side.
+  flushed       `speedup`: CUDA-event medians from triton.testing.do_bench, which flushes L2 with a
+                memset before each call (so each call also pays for writing back the flush's lines, and
+                the host has time to queue ahead).
+  back to back  `speedup_b2b`: calls issued one after another, as a training loop issues them, over at
+                least 16 distinct input sets that together are at least 4x the L2 (no call finds its
+                inputs cached), CUDA events around the whole loop: shows both the kernel's bandwidth and
+                any host cost per call that the GPU cannot hide.
+Each map / zip / reduce case also times its floor both ways: the fastest of a few configurations of a
+Triton kernel that only reads the case's input bytes (each storage once) and writes its output bytes,
+and records pct_of_floor / pct_of_floor_b2b (floor ms / tiles ms). Rates are against ceilings measured
+in the same run: a 1 GiB device-to-device copy (bytes read + written) and a bf16 8192^3 matmul. Writes
+benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
 """
+import math
 import argparse
 import json
 import os
@@ -32,6 +43,39 @@ def bench_ms(fn):
     """Median milliseconds of fn() over CUDA events, with the L2 flushed before each run."""
     from triton.testing import do_bench
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def input_sets(make, first, min_sets=16, l2_multiple=4, max_sets=8192):
+    """`first` and more fresh make() results: at least min_sets, together at least l2_multiple x L2."""
+    per_set = sum(storage_bytes(first).values()) or 1
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    count = min(max(min_sets, math.ceil(l2_multiple * l2 / per_set)), max_sets)
+    return [first] + [make() for _ in range(count - 1)]
+
+
+def storage_bytes(tensors):
+    """{storage pointer: bytes} of the tensors' storages: a storage two inputs share (s and s.t()) once."""
+    return {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+
+
+def b2b_ms(fn, sets, min_calls=200, reps=5):
+    """Milliseconds per call of fn(*inputs) issued back to back over the input sets in turn (enough laps
+    for min_calls calls), CUDA events around the whole loop; the median of reps loops."""
+    laps = max(1, math.ceil(min_calls / len(sets)))
+    for inputs in sets[:2]:
+        fn(*inputs)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(laps):
+            for inputs in sets:
+                fn(*inputs)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / (laps * len(sets)))
+    return statistics.median(times)
 
 
 def time_pair(tiles_fn, torch_fn, rounds, bench=None):
@@ -78,22 +122,35 @@ def run_case(case, ceilings, rounds=3):
     torch.set_float32_matmul_precision(case.precision)  # both libraries time under the case's precision
     try:
         out = case.tiles(*inputs)
+        out_bytes = out.numel() * out.element_size()
         ref = reference(case, inputs)
         err = (fro_rel_error if case.error == "fro" else max_rel_error)(out, ref)
         del out, ref
         tiles_ms, torch_ms, spread = time_pair(lambda: case.tiles(*inputs), lambda: case.torch(*inputs), rounds)
+        sets = input_sets(case.make, inputs)
+        tiles_b2b, torch_b2b, spread_b2b = time_pair(lambda: b2b_ms(case.tiles, sets),
+                                                     lambda: b2b_ms(case.torch, sets), rounds, bench=lambda f: f())
+        del sets
         path = T._bmm_path(*inputs) if case.tiles is T.bmm else None  # float32's path depends on the precision
     finally:
         torch.set_float32_matmul_precision(previous)
-    if case.bytes:
-        rate = case.bytes(*inputs) / tiles_ms / 1e6
-        ceiling = ceilings["copy_gbs"]
+    floor = {}
+    if case.bytes:  # memory-bound: its rate against the copy ceiling, and its floor both ways
+        from floors import move_floor_ms  # floors.py imports this module's timers
+        rate, ceiling = case.bytes(*inputs) / tiles_ms / 1e6, ceilings["copy_gbs"]
+        read_bytes = sum(storage_bytes(inputs).values())
+        del inputs  # room for the floor's own rotating buffers
+        floor_ms, floor_b2b = move_floor_ms(read_bytes, out_bytes)
+        floor = {"floor_ms": round(floor_ms, 5), "floor_ms_b2b": round(floor_b2b, 5),
+                 "pct_of_floor": round(100 * floor_ms / tiles_ms, 1),
+                 "pct_of_floor_b2b": round(100 * floor_b2b / tiles_b2b, 1)}
     else:
-        rate = case.flops(*inputs) / tiles_ms / 1e9
-        ceiling = ceilings["bf16_mm_tflops"]
+        rate, ceiling = case.flops(*inputs) / tiles_ms / 1e9, ceilings["bf16_mm_tflops"]
     return {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
             "speedup": round(torch_ms / tiles_ms, 3), "speedup_rounds": [round(x, 3) for x in spread],
-            "rate": round(rate, 1), "unit": case.rate_unit(),
+            "tiles_ms_b2b": round(tiles_b2b, 5), "torch_ms_b2b": round(torch_b2b, 5),
+            "speedup_b2b": round(torch_b2b / tiles_b2b, 3), "speedup_b2b_rounds": [round(x, 3) for x in spread_b2b],
+            **floor, "rate": round(rate, 1), "unit": case.rate_unit(),
             "pct_of_ceiling": round(100 * rate / ceiling, 1), "max_err": float(f"{err:.3g}"),
             "error": case.error, **({"path": path} if path else {})}
 
@@ -141,12 +198,15 @@ def save(results, out_dir):
 def print_table(results):
     print(f"\n{results['device']} | torch {results['torch']} | commit {results['commit']} | "
           f"copy {results['ceilings']['copy_gbs']} GB/s | bf16 mm {results['ceilings']['bf16_mm_tflops']} TFLOP/s")
-    print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'rate':>9} {'unit':>7} "
-          f"{'%ceil':>6} {'max err':>9}")
+    print(f"{'case':<48} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'b2b':>6} {'%floor':>6} "
+          f"{'b2b':>5} {'rate':>9} {'unit':>7} {'%ceil':>6} {'max err':>9}")
     for c in results["cases"]:
         lo, hi = c.get("speedup_rounds", (c["speedup"], c["speedup"]))
+        b2b = f"{c['speedup_b2b']:>5.2f}x" if "speedup_b2b" in c else f"{'':>6}"
+        floor = (f"{c['pct_of_floor']:>6.1f} {c['pct_of_floor_b2b']:>5.1f}" if "pct_of_floor" in c
+                 else f"{'':>6} {'':>5}")
         print(f"{c['name']:<48} {c['tiles_ms']:>9.4f} {c['torch_ms']:>9.4f} {c['speedup']:>7.2f}x {lo:>5.2f}-{hi:<5.2f} "
-              f"{c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}"
+              f"{b2b} {floor} {c['rate']:>9.1f} {c['unit']:>7} {c['pct_of_ceiling']:>6.1f} {c['max_err']:>9.2g}"
               + (f"  [{c['path']}]" if "path" in c else ""))
 
 

@@ -40,3 +40,10 @@ def test_one_round_is_one_pair(run_module, monkeypatch):
     monkeypatch.setattr(run_module, "bench_ms", lambda fn: fn())
     tiles_ms, torch_ms, spread = run_module.time_pair(lambda: 2.0, lambda: 3.0, rounds=1)
     assert (tiles_ms, torch_ms, spread) == (2.0, 3.0, (1.5, 1.5))
+
+
+def test_storage_bytes_counts_a_shared_storage_once(run_module):
+    import torch
+    s, row = torch.randn(8, 8), torch.randn(8)
+    counted = run_module.storage_bytes((s, s.t(), row.expand(8, 8)))
+    assert sorted(counted.values()) == [8 * 4, 64 * 4]  # s and s.t() read one storage; the row its 8 floats
