@@ -23,13 +23,7 @@ void for_each_run(const StridedIndexer<N>& ix, int64_t begin, int64_t end, Row&&
 
   // to_index(begin) and index_to_position, kept incrementally from here on (an odometer).
   int64_t index[kMaxDims];
-  std::array<int64_t, N> off{};
-  int64_t rest = begin;
-  for (int d = 0; d < ix.ndim; ++d) {
-    index[d] = rest % ix.sizes[d];
-    rest /= ix.sizes[d];
-    for (int k = 0; k < N; ++k) off[k] += index[d] * ix.strides[k][d];
-  }
+  std::array<int64_t, N> off = ix.offsets(begin, index);
 
   int64_t i = begin;
   while (i < end) {

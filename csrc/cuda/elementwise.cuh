@@ -218,17 +218,7 @@ strided_kernel(scalar_t* __restrict__ out, Operands<void, Op::kArity> in, Stride
   constexpr int N = Op::kArity;
   using T = opmath_t<scalar_t>;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    Index rest = Index(i);
-    Index off[N] = {};
-#pragma unroll
-    for (int d = 0; d < kMaxDims; ++d) {
-      if (d == ix.ndim) break;
-      const Index size = Index(ix.sizes[d]);
-      const Index idx = rest % size;
-      rest /= size;
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += idx * Index(ix.strides[k][d]);
-    }
+    const auto off = ix.template offsets<Index>(i);
     T args[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) args[k] = loads[k].template load<T>(in.ptr[k], int64_t(off[k]));

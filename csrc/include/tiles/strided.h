@@ -30,20 +30,26 @@ struct StridedIndexer {
   int64_t sizes[kMaxDims];
   int64_t strides[NARGS][kMaxDims];  // in elements; 0 where an operand is broadcast
 
-  // to_index + index_to_position: the element offset of linear position `linear` in every operand.
-  TILES_HD std::array<int64_t, NARGS> offsets(int64_t linear) const {
-    std::array<int64_t, NARGS> off{};
+  // to_index + index_to_position: the element offset of linear position `linear` in every operand,
+  // in Index arithmetic (CUDA kernels pass uint32_t when every offset fits: 64-bit division costs
+  // several times more); with `index`, also the multi-index (CPU loops continue from it as an odometer).
+  template <class Index = int64_t>
+  TILES_HD std::array<Index, NARGS> offsets(int64_t linear_position, Index* index = nullptr) const {
+    std::array<Index, NARGS> off{};
+    Index linear = Index(linear_position);
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
     for (int d = 0; d < kMaxDims; ++d) {
       if (d == ndim) break;
-      const int64_t i = linear % sizes[d];
-      linear /= sizes[d];
+      const Index size = Index(sizes[d]);
+      const Index i = linear % size;
+      linear /= size;
+      if (index) index[d] = i;
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
-      for (int k = 0; k < NARGS; ++k) off[k] += i * strides[k][d];
+      for (int k = 0; k < NARGS; ++k) off[k] += i * Index(strides[k][d]);
     }
     return off;
   }
