@@ -125,6 +125,21 @@ def test_bmm_strided_operands(dtype, layout_a, layout_b, device):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
+def test_bmm_operands_expanded_along_a_matrix_dim(dtype, device):
+    # Stride 0 along M, N or K, at sizes every tensor-core path takes: no kernel may read such an
+    # operand as if its rows were distinct (TMA cannot describe a zero stride; mma.sync can).
+    batch, m, k, n = 2, 128, 64, 128
+    a_rows = make_tensor((batch, 1, k), dtype, device).expand(batch, m, k)  # one row of a, M times
+    b_rows = make_tensor((batch, 1, n), dtype, device).expand(batch, k, n)  # one row of b, K times
+    a_cols = make_tensor((batch, m, 1), dtype, device).expand(batch, m, k)  # one column of a, K times
+    a = make_tensor((batch, m, k), dtype, device)
+    b = make_tensor((batch, k, n), dtype, device)
+    b_t = make_tensor((batch, k, n), dtype, device, "transposed")
+    for x, y in [(a_rows, b), (a, b_rows), (a_cols, b_t), (a_rows, b_rows)]:
+        check_bmm(x, y)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 def test_bmm_strided_2d_operands(dtype, device):
     a = make_tensor((9, 6), dtype, device, "transposed")
     b = make_tensor((6, 11), dtype, device, "sliced")

@@ -8,6 +8,7 @@
 #include <ATen/Context.h>
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
+#include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
 #include "tiles/format.h"
@@ -40,37 +41,6 @@ void launch_kind(const Params<typename Atom::Elem>& q) {
   }
 }
 
-// One operand's layout: which of its dims is contiguous, the other's stride, and whether every
-// 16-byte copy of it starts 16-byte aligned (cp.async), else its elements are loaded one by one.
-struct Layout {
-  bool ok = false;             // a matrix dim has unit stride
-  bool aligned = false;        // the base, the non-unit stride and the batch stride are multiples of 16 bytes
-  bool mn_contiguous = false;  // the M (or N) dim has unit stride; else K does
-  int64_t ld = 0;
-};
-
-// rows: M for a, N for b. A dim of size 1 may have any stride.
-Layout layout_of(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_stride, int64_t k_stride,
-                 int64_t batch_stride) {
-  const int64_t chunk = 16 / int64_t(t.element_size());
-  Layout l;
-  if (k_stride == 1 || k == 1) {
-    l.ld = rows == 1 ? 0 : row_stride;
-  } else if (row_stride == 1 || rows == 1) {
-    l.mn_contiguous = true;
-    l.ld = k == 1 ? 0 : k_stride;
-  } else {
-    return l;
-  }
-  l.ok = true;
-  l.aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && batch_stride % chunk == 0 &&
-              l.ld % chunk == 0;
-  return l;
-}
-
-Layout layout_a(const BmmProblem& p) { return layout_of(p.a, p.m, p.k, p.a_strides[1], p.a_strides[2], p.a_strides[0]); }
-Layout layout_b(const BmmProblem& p) { return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0]); }
-
 template <class Atom, bool kAligned>
 void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
   if (mn_a && mn_b) return launch_kind<Atom, true, true, kAligned>(q);
@@ -82,7 +52,7 @@ void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
 template <class Atom>
 void run(const BmmProblem& p) {
   using Elem = typename Atom::Elem;
-  const Layout la = layout_a(p), lb = layout_b(p);
+  const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
   Params<Elem> q{};
   q.a = static_cast<const Elem*>(p.a.const_data_ptr());
   q.b = static_cast<const Elem*>(p.b.const_data_ptr());
@@ -91,8 +61,8 @@ void run(const BmmProblem& p) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   if (p.k == 0) return launch_kind<Atom, false, false, true>(q);  // no operand is read
-  if (la.aligned && lb.aligned) return launch_layout<Atom, true>(q, la.mn_contiguous, lb.mn_contiguous);
-  launch_layout<Atom, false>(q, la.mn_contiguous, lb.mn_contiguous);
+  if (la.aligned && lb.aligned) return launch_layout<Atom, true>(q, la.mn_major, lb.mn_major);
+  launch_layout<Atom, false>(q, la.mn_major, lb.mn_major);
 }
 
 }  // namespace
@@ -117,15 +87,15 @@ bool can_run(const BmmProblem& p, const char** why) {
   if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31))
     return refuse(why, "the output matrices are too large");
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
-  if (!layout_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
-  if (!layout_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
+  if (!layout_of_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!layout_of_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
   if (p.out.scalar_type() == at::kDouble && unaligned(p))
     return refuse(why, "float64 operands need 16-byte-aligned strides and base");
   return true;
 #endif
 }
 
-bool unaligned(const BmmProblem& p) { return p.k != 0 && !(layout_a(p).aligned && layout_b(p).aligned); }
+bool unaligned(const BmmProblem& p) { return p.k != 0 && !(layout_of_a(p).aligned && layout_of_b(p).aligned); }
 
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {

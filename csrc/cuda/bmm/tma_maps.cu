@@ -3,6 +3,7 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"  // compute_capability
 #include "tiles/format.h"
@@ -12,28 +13,19 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// rows: the operand's M (for a) or N (for b) extent. TMA needs the base and every stride but the
-// innermost 16-byte aligned; a stride of a size-1 dim is never used, so any aligned value stands in.
-OperandLayout layout_of(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_stride, int64_t k_stride,
-                        int64_t batch_stride, int64_t batch) {
+// TMA needs the base and every stride but the innermost 16-byte aligned. The stride of a size-1 dim
+// and that of an operand broadcast over the batch are never used: an aligned value stands in. (A
+// stride of 0 on a longer dim, an operand expanded along M or N, leaves outer_stride 0: not TMA's.)
+OperandLayout layout_of(const at::Tensor& t, const MatrixLayout& m, int64_t batch) {
   const int64_t align = 16 / int64_t(t.element_size());  // elements per 16 bytes
   OperandLayout l;
-  if (k_stride == 1 || k == 1) {
-    l.mn_major = false;
-    l.inner = k, l.outer = rows;
-    l.outer_stride = rows == 1 ? round_up(k, align) : row_stride;
-  } else if (row_stride == 1 || rows == 1) {
-    l.mn_major = true;
-    l.inner = rows, l.outer = k;
-    l.outer_stride = k == 1 ? round_up(rows, align) : k_stride;
-  } else {
-    return l;
-  }
-  l.batch = batch_stride == 0 ? 1 : batch;
-  l.batch_stride = batch_stride == 0 ? round_up(l.outer_stride * l.outer, align) : batch_stride;
-  l.ok = l.outer_stride > 0 && l.outer_stride % align == 0 && l.batch_stride % align == 0 &&
-         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && l.outer_stride < (int64_t(1) << 39) &&
-         l.batch_stride < (int64_t(1) << 39);
+  if (!m.ok) return l;
+  l.mn_major = m.mn_major;
+  l.inner = m.inner, l.outer = m.outer;
+  l.outer_stride = m.outer == 1 ? round_up(m.inner, align) : m.ld;
+  l.batch = m.batch_stride == 0 ? 1 : batch;
+  l.batch_stride = m.batch_stride == 0 ? round_up(l.outer_stride * l.outer, align) : m.batch_stride;
+  l.ok = m.aligned && l.outer_stride > 0 && l.outer_stride < (int64_t(1) << 39) && l.batch_stride < (int64_t(1) << 39);
   return l;
 }
 
@@ -62,12 +54,8 @@ CUtensorMapDataType tma_type(const at::Tensor& t) {
 
 }  // namespace
 
-OperandLayout layout_a(const BmmProblem& p) {
-  return layout_of(p.a, p.m, p.k, p.a_strides[1], p.a_strides[2], p.a_strides[0], p.batch);
-}
-OperandLayout layout_b(const BmmProblem& p) {
-  return layout_of(p.b, p.n, p.k, p.b_strides[2], p.b_strides[1], p.b_strides[0], p.batch);
-}
+OperandLayout layout_a(const BmmProblem& p) { return layout_of(p.a, layout_of_a(p), p.batch); }
+OperandLayout layout_b(const BmmProblem& p) { return layout_of(p.b, layout_of_b(p), p.batch); }
 
 const char* tma_unsuitable(const BmmProblem& p) {
   if (p.k == 0) return "K is 0";
