@@ -301,17 +301,10 @@ void launch_rows(const ReduceProblem& p) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
   const int64_t sms = sm_count();
-  // Rows under 32 KiB: a group of lanes each; longer: a block each. H100, do_bench (torch / tiles), a
-  // block per row against a warp: float 4096 x 8192 (32 KiB rows) sum 1.035x against 1.028x, max
-  // 1.062x against 1.015x; bf16 4096 x 8192 (16 KiB) 0.953x against 1.084x; float 16384 x 4096
-  // (16 KiB) 1.042x against 1.023x. Those last two have the same rows, 1024 16-byte vectors, so what
-  // decided them is the row count or the total size, not the dtype; 32 KiB keeps both measured 16 KiB
-  // cases on a warp, a compromise. (float64 rows of 4096-8191 elements moved to a block unmeasured.)
+  // Rows under 32 KiB: a group of lanes each; longer: a block each (the crossover measured on the H100,
+  // benchmarks/NOTES.md "Row reductions: lanes or a block per row").
   if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes) {
-    // Lanes per row: about 4 vectors per lane, at most a warp. (Covering a row with fewer lanes of
-    // kUnroll vectors each halved the threads in flight and measured slower for 64-element rows.)
-    // (Blocks of 128 threads measured 1.62x against 1.53x on 65536 x 64 float in one sweep, rounds
-    // overlapping, and 1.48x in the results run after it, against 1.57x with 256 before: not kept.)
+    // Lanes per row: about 4 vectors per lane (enough threads in flight for short rows), at most a warp.
     int width = 1;
     while (width < kWarp && width * VEC * 4 < p.num_in) width *= 2;
     const int64_t rows_per_block = kThreads / width;
@@ -322,12 +315,7 @@ void launch_rows(const ReduceProblem& p) {
   }
   // Split rows only when there are too few to give every SM several blocks: then into segments of
   // about kSegmentVectors, each a block of its own, which the hardware hands out as SMs free up, so the
-  // blocks finish together. H100, do_bench (torch / tiles), segment vectors 2048 / 4096 / 8192 / 16384
-  // against the split this replaced (~16 blocks per SM, each reading every 16 * SMs-th run of 256
-  // vectors: two waves, and the second's blocks finishing unevenly): float 2^28 all 1.018 / 1.014 /
-  // 1.014 / 1.009 against 1.005; bf16 2^28 all 1.010 / 1.015 / 1.021 / 1.022 against 0.969; float
-  // 2^22 all 1.019 / 1.031 / 0.961 / 0.827 against 0.911 (8192 leaves 128 blocks for 132 SMs); float
-  // 8 x 2^25 rows 1.028 / 1.024 / 1.024 / 1.019 against 1.021.
+  // blocks finish together (segment sizes measured in benchmarks/NOTES.md "Long rows: segment size").
   const int64_t n_vec = p.num_in / VEC;
   int64_t segments = 1, seg_vec = n_vec;
   if (p.num_out < 16 * sms) {
@@ -358,15 +346,8 @@ inline bool clusters_available() {
 
 // How many row segments to combine in a cluster (0: through partials), given how many the grid would
 // otherwise have: the largest power of two from 2 to 16 that keeps to about one block per SM, if that
-// makes from one block per two SMs to two per SM. H100, do_bench, torch / tiles against the partials (six
-// alternating rounds; cluster size in brackets): float 4096 x 8192 1.087x (2) against 1.072x, 8192 x
-// 16384 1.031x (2) against 1.021x, 8192 x 4096 1.141x (4) against 1.112x, 4096 x 2048 1.257x (8)
-// against 1.098x, 16384 x 2048 1.224x (8) against 1.169x, 16384 x 1024 1.425x (16) against 1.316x,
-// 1024 x 2048 1.309x (8) against 1.102x; bf16 4096 x 8192 1.189x (4) against 1.094x, 16384 x 4096
-// 1.170x (8) against 1.094x; float64 4096 x 4096 1.129x (2) against 1.113x. Clusters twice as large
-// measured 0-2.4% slower, and at four blocks per SM (clusters of 8 on float 4096 x 8192 and float64
-// 4096 x 4096) 1-3% behind the partials. With few column blocks partials win: 65536 x 256, whose 2
-// column blocks make 32 blocks in clusters of 16, 1.66x against 2.47x.
+// makes from one block per two SMs to two per SM; with few column blocks partials win (the sizes and
+// the bounds measured in benchmarks/NOTES.md "Column reductions: cluster size").
 template <auto kKernel>
 int cluster_segments(int64_t segments, int64_t col_blocks, int64_t sms) {
   if (segments < 2 || !clusters_available()) return 0;
