@@ -72,7 +72,7 @@ if with_cuda:
             sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}))
     ext = CUDAExtension(
         "torch_tiles._C",
-        sources("csrc/*.cpp") + sources("csrc/autograd/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/**/*.cu"),
+        sources("csrc/binding/*.cpp") + sources("csrc/autograd/*.cpp") + sources("csrc/cpu/*.cpp") + sources("csrc/cuda/**/*.cu"),
         include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
         define_macros=[("TILES_WITH_CUDA", None)] + sm90a_macros() + sm80_macros(),
         extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]},
@@ -80,7 +80,7 @@ if with_cuda:
 else:
     ext = CppExtension(
         "torch_tiles._C",
-        sources("csrc/*.cpp") + sources("csrc/autograd/*.cpp") + sources("csrc/cpu/*.cpp"),
+        sources("csrc/binding/*.cpp") + sources("csrc/autograd/*.cpp") + sources("csrc/cpu/*.cpp"),
         include_dirs=[os.path.join(HERE, "csrc"), os.path.join(HERE, "csrc/include")],
         extra_compile_args={"cxx": cxx_flags},
     )

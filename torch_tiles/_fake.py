@@ -1,7 +1,7 @@
 """Fake (meta) kernels: output shape, dtype and strides of each op without computing it, for
 torch.compile (which checks the real kernels' strides against these).
 
-They repeat the C++ argument checks (csrc/problems.cpp) that depend only on metadata, so a traced
+They repeat the C++ argument checks (csrc/binding/problems.cpp) that depend only on metadata, so a traced
 program fails with the same message as an eager one.
 """
 import torch
@@ -46,7 +46,7 @@ def _non_overlapping_and_dense(t):
 
 
 def _empty_like_first_dense(shape, dtype, *candidates):
-    """The output layout rule of map and zip (csrc/problems.cpp, empty_like_first_dense): the strides
+    """The output layout rule of map and zip (csrc/binding/problems.cpp, empty_like_first_dense): the strides
     of the first candidate of the output's shape that is non-overlapping and dense, else contiguous."""
     for t in candidates:
         if t.shape == shape and _non_overlapping_and_dense(t):
@@ -131,7 +131,7 @@ def _bmm_fake(a, b):
     return a.new_empty((batch, m, n))
 
 
-# ---- the backward ops (internal; csrc/tiles.cpp) ---------------------------------------------------
+# ---- the backward ops (internal; csrc/binding/tiles.cpp) ---------------------------------------------------
 
 @torch.library.register_fake("tiles::_map_backward")
 def _map_backward_fake(grad, saved, fn):

@@ -11,7 +11,7 @@
 
 #include "autograd/calls.h"
 #include "autograd/derivatives.h"
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::autograd {
 namespace {

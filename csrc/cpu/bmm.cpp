@@ -3,10 +3,10 @@
 // instruction set (simd.h). This file hands it the pointers, the strides and the threads.
 #include <ATen/Parallel.h>
 
+#include "binding/dispatch.h"
 #include "cpu/kernels.h"
 #include "cpu/parallel.h"
 #include "cpu/simd.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cpu {
 namespace {

@@ -3,10 +3,10 @@
 // the formulas).
 #include "cpu/parallel.h"
 
+#include "binding/dispatch.h"
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
 #include "cpu/simd.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cpu {
 namespace {

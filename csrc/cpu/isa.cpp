@@ -2,8 +2,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "binding/format.h"
 #include "cpu/simd.h"
-#include "tiles/format.h"
 
 namespace tiles::cpu {
 namespace {

@@ -1,7 +1,7 @@
-// CPU kernels, one per op, over problems validated and planned by tiles/problems.h.
+// CPU kernels, one per op, over problems validated and planned by binding/problems.h.
 #pragma once
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::cpu {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
+#include "binding/entry.h"
 #include "cpu/kernels.h"
-#include "tiles/entry.h"
 
 TORCH_LIBRARY_IMPL(tiles, CPU, m) {
   m.impl("map", &tiles::map_entry<tiles::cpu::map>);

@@ -24,9 +24,9 @@
 
 #include <vector>
 
+#include "binding/dispatch.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // CUDA elementwise kernels shared by map and zip, and the host-side choice between them.
 //
 // Operands share the output's (coalesced) shape. The output is dense and the problem lists its dims by
-// descending output stride (csrc/problems.cpp), so it is contiguous in that order. By layout, fastest first:
+// descending output stride (csrc/binding/problems.cpp), so it is contiguous in that order. By layout, fastest first:
 //   contiguous  every operand contiguous in output order: 16-byte vector loads and stores, several
 //               vectors in flight per thread;
 //   rows        2-D, every operand steps by 0 or 1 along the row (a full operand, or one broadcast

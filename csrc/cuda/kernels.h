@@ -1,8 +1,8 @@
-// CUDA kernels, one per op, over problems validated and planned by tiles/problems.h. Each launches on
+// CUDA kernels, one per op, over problems validated and planned by binding/problems.h. Each launches on
 // the current stream of the current device (the entry point in ops.cu guards the device).
 #pragma once
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::cuda {
 

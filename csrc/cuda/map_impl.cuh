@@ -1,9 +1,9 @@
 // CUDA map for one dtype: every fn, through the elementwise kernels (cuda/elementwise.cuh).
 #pragma once
 
+#include "binding/dispatch.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cuda {
 

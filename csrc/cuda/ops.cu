@@ -5,10 +5,10 @@
 
 #include <string>
 
+#include "binding/entry.h"
+#include "binding/format.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/kernels.h"
-#include "tiles/entry.h"
-#include "tiles/format.h"
 
 namespace tiles::cuda {
 namespace {

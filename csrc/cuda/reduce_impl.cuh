@@ -17,9 +17,9 @@
 #include <ATen/ops/empty.h>
 #include <cooperative_groups.h>
 
+#include "binding/dispatch.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.cuh"
-#include "tiles/dispatch.h"
 
 namespace tiles::cuda {
 namespace reduce_detail {

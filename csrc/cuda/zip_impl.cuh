@@ -2,9 +2,9 @@
 // Operands of another float dtype than the result convert per element on the strided path.
 #pragma once
 
+#include "binding/dispatch.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cuda {
 

@@ -14,9 +14,10 @@
 // splits in a fixed order (deterministic) into the output.
 #include <ATen/ATen.h>
 
+#include "binding/dispatch.h"
+#include "binding/format.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
-#include "tiles/dispatch.h"
 
 namespace tiles::cuda::general {
 namespace {

@@ -1,10 +1,10 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
+#include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"
-#include "tiles/format.h"
 
 namespace tiles::cuda::hopper {
 

@@ -5,11 +5,11 @@
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              no K-major operand: not this path
+#include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"
-#include "tiles/format.h"
 
 namespace tiles::cuda::hopper {
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap>

@@ -7,11 +7,11 @@
 //                       fragment loads go straight into the DMMA operand registers (bmm/dmma_kernel.cuh)
 #include <ATen/Context.h>
 
+#include "binding/format.h"
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
 #include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/launch.cuh"
-#include "tiles/format.h"
 
 namespace tiles::cuda::mma {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::cuda {
 

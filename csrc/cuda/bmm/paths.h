@@ -12,7 +12,7 @@
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::cuda {
 

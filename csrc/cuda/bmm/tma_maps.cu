@@ -3,10 +3,10 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include "binding/format.h"
 #include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"  // compute_capability
-#include "tiles/format.h"
 
 namespace tiles::cuda::hopper {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles::cuda::hopper {
 

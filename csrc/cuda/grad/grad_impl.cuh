@@ -2,9 +2,9 @@
 // (cuda/elementwise.cuh): map's gradient over (grad, saved), zip's over (grad, a, b).
 #pragma once
 
+#include "binding/dispatch.h"
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.h"
-#include "tiles/dispatch.h"
 
 namespace tiles::cuda {
 

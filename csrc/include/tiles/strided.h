@@ -4,21 +4,18 @@
 //   to_index(linear, shape)         -> multi-index of the linear (row-major) position
 //   index_to_position(index, strides) -> element offset in storage
 //   broadcast_index                 -> not a per-element step here: a broadcast operand gets stride 0
-//                                      on the dims it is broadcast along (see broadcast_strides), so
+//                                      on the dims it is broadcast along (broadcast_strides), so
 //                                      index_to_position on the *output's* index lands on the right
 //                                      element of every operand.
 // StridedIndexer fuses the first two for several operands that share one logical shape, after the
-// host has merged ("coalesced") dims that are contiguous in every operand, so a contiguous 4-D tensor
-// is a 1-D problem. It travels to kernels by value: no shape arrays are copied to the device.
+// host has merged ("coalesced") dims that are contiguous in every operand (binding/indexer.h), so a
+// contiguous 4-D tensor is a 1-D problem. It travels to kernels by value: no shape arrays are copied
+// to the device.
 #pragma once
 
 #include <array>
-#include <vector>
-
-#include <c10/util/ArrayRef.h>
 
 #include "tiles/common.h"
-#include "tiles/format.h"
 
 namespace tiles {
 
@@ -62,48 +59,5 @@ struct StridedIndexer {
     return true;
   }
 };
-
-// The strides (in elements) with which `tensor_sizes`/`tensor_strides` is read when broadcast to
-// `shape` (right-aligned; missing and size-1 dims get stride 0). Outermost first, like PyTorch.
-inline std::vector<int64_t> broadcast_strides(c10::IntArrayRef shape, c10::IntArrayRef tensor_sizes,
-                                              c10::IntArrayRef tensor_strides) {
-  std::vector<int64_t> out(shape.size(), 0);
-  const size_t lead = shape.size() - tensor_sizes.size();
-  for (size_t d = 0; d < tensor_sizes.size(); ++d)
-    out[lead + d] = tensor_sizes[d] == 1 ? 0 : tensor_strides[d];
-  return out;
-}
-
-// Builds a coalesced indexer over `shape` (outermost first) for operands with the given strides
-// (outermost first, already broadcast to `shape`). Size-1 dims are dropped; a pair of neighbouring
-// dims is merged when every operand steps over the inner one exactly into the outer one.
-template <int NARGS>
-StridedIndexer<NARGS> make_indexer(const char* op, c10::IntArrayRef shape,
-                                   const std::array<std::vector<int64_t>, NARGS>& strides) {
-  StridedIndexer<NARGS> ix;
-  std::vector<int64_t> sizes;
-  std::array<std::vector<int64_t>, NARGS> st;
-  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {  // innermost first
-    if (shape[d] == 1) continue;
-    bool merge = !sizes.empty();
-    for (int k = 0; k < NARGS && merge; ++k)
-      merge = strides[k][d] == st[k].back() * sizes.back();
-    if (merge) {
-      sizes.back() *= shape[d];
-    } else {
-      sizes.push_back(shape[d]);
-      for (int k = 0; k < NARGS; ++k) st[k].push_back(strides[k][d]);
-    }
-  }
-  TILES_CHECK(sizes.size() <= size_t(kMaxDims), op, ": the inputs have ", sizes.size(),
-              " dimensions that cannot be merged into contiguous runs; at most ", kMaxDims,
-              " are supported");
-  ix.ndim = int(sizes.size());
-  for (int d = 0; d < ix.ndim; ++d) {
-    ix.sizes[d] = sizes[d];
-    for (int k = 0; k < NARGS; ++k) ix.strides[k][d] = st[k][d];
-  }
-  return ix;
-}
 
 }  // namespace tiles

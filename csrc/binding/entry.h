@@ -1,8 +1,8 @@
-// The body every backend's operator entry point shares: validate and plan (tiles/problems.h), run the
+// The body every backend's operator entry point shares: validate and plan (binding/problems.h), run the
 // backend's kernel unless there is nothing to compute, return the new output. Host-only.
 #pragma once
 
-#include "tiles/problems.h"
+#include "binding/problems.h"
 
 namespace tiles {
 

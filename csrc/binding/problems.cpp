@@ -1,5 +1,5 @@
-// Argument checks, output allocation and strided plans for the four ops (see tiles/problems.h).
-#include "tiles/problems.h"
+// Argument checks, output allocation and strided plans for the four ops (see binding/problems.h).
+#include "binding/problems.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "binding/indexer.h"
 
 namespace tiles {
 namespace {

@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "binding/format.h"
 #include "tiles/functions.h"
 #include "tiles/loads.h"
 #include "tiles/strided.h"
