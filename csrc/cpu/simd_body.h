@@ -286,9 +286,40 @@ void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
   });
 }
 
+// Full rows [r0, r1) of a 2-D problem (in.sizes[0] columns) where operand t is stored transposed to
+// the output (unit stride down a column: a + b.t()) and the other row by row. Gathering a row of the
+// transposed operand would touch one cache line per element; instead tiles of kTileRows x kTileCols
+// are read along its columns (a cache line each) into a row-major tile, then combined row by row.
+template <class S, class Op>
+void binary_transposed_rows(const S* a, const S* b, S* out, const StridedIndexer<2>& in, int t, int64_t r0,
+                            int64_t r1, Op op) {
+  using T = opmath_t<S>;
+  constexpr int64_t kTileRows = 16, kTileCols = 64;
+  const int64_t cols = in.sizes[0];
+  const S* transposed = t == 0 ? a : b;
+  const S* rows = t == 0 ? b : a;
+  T tile[kTileRows][kTileCols];
+  for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+    const int64_t nr = std::min(kTileRows, r1 - rb);
+    for (int64_t cb = 0; cb < cols; cb += kTileCols) {
+      const int64_t nc = std::min(kTileCols, cols - cb);
+      for (int64_t c = 0; c < nc; ++c) {
+        const S* column = transposed + (cb + c) * in.strides[t][0] + rb;
+        for (int64_t r = 0; r < nr; ++r) tile[r][c] = T(column[r]);
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        const S* row = rows + (rb + r) * in.strides[1 - t][1] + cb;
+        S* dst = out + (rb + r) * cols + cb;
+        if (t == 0) store_op<S, T>(dst, nc, op, static_cast<const T*>(tile[r]), row);
+        else store_op<S, T>(dst, nc, op, row, static_cast<const T*>(tile[r]));
+      }
+    }
+  }
+}
+
 // out[i] = op(a, b) at positions [begin, end) of `in` (operand 0: a, 1: b), operands and output of one
-// dtype S: unit-stride runs straight from memory, the others staged in blocks. zip's kernel and map's
-// gradient (a = grad, b = the saved tensor) share it.
+// dtype S: unit-stride runs straight from memory, a transposed operand in tiles, the others staged in
+// blocks. zip's kernel and map's gradient (a = grad, b = the saved tensor) share it.
 template <class S, class Op>
 void binary_same_dtype(const S* a, const S* b, S* out, const StridedIndexer<2>& in, int64_t begin, int64_t end,
                        Op op) {
@@ -296,6 +327,17 @@ void binary_same_dtype(const S* a, const S* b, S* out, const StridedIndexer<2>& 
   if (in.is_contiguous()) {
     store_op<S, T>(out + begin, end - begin, op, a + begin, b + begin);
     return;
+  }
+  if (in.ndim == 2) {
+    const int64_t cols = in.sizes[0];
+    const int64_t r0 = (begin + cols - 1) / cols, r1 = end / cols;  // the range's full rows
+    for (int t = 0; t < 2 && r0 < r1; ++t) {
+      if (in.strides[t][1] != 1 || in.strides[t][0] == 1 || in.strides[1 - t][0] != 1) continue;
+      binary_same_dtype(a, b, out, in, begin, r0 * cols, op);  // a partial first row, if any
+      binary_transposed_rows(a, b, out, in, t, r0, r1, op);
+      binary_same_dtype(a, b, out, in, r1 * cols, end, op);  // a partial last row
+      return;
+    }
   }
   for_each_run(in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
     const S* pa = a + off[0];
