@@ -16,17 +16,10 @@ single timings by tens of percent, and a pair timed back to back shares whatever
 Rows go to benchmarks/results/cpu.json through results_file.merge("cpu", ...), named "cpu <case>".
 """
 import argparse
-import glob
-import os
 import statistics
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if glob.glob(os.path.join(ROOT, "torch_tiles", "_C*.so")):
-    sys.path.insert(0, ROOT)
-
+import local_build  # noqa: F401  (the in-place build of this checkout, when there is one)
 import torch  # noqa: E402
 
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)

@@ -28,6 +28,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import local_build  # noqa: E402,F401  (the in-place build of this checkout, when there is one)
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 import results_file  # noqa: E402
 from run import time_pair  # noqa: E402  (alternating rounds)
@@ -158,6 +159,7 @@ def main(argv=None):
     if device == "cuda" and not gpu:
         sys.exit("--device cuda needs a GPU and a CUDA build of torch_tiles")
 
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, tiles from {torch_tiles.__file__}")
     rows = []
     for d in (["cpu", "cuda"] if device == "cuda" else ["cpu"]):
         rows += overhead_cases(d, args.rounds, args.calls, args.k)
