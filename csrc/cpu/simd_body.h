@@ -469,9 +469,9 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
     // Sum / mean of float lanes: blocks of 32 vectors summed in float by 4 accumulators that read
     // memory in order (each lane's partial of 32 values carries at most 9 roundings, 9 ulps of the sum
     // of their magnitudes), then widened into double accumulators: a conversion per 32 loads, and far
-    // inside the float32 tolerance. In-order loads stream from DRAM 10-15% faster here than the same
-    // adds as a pairwise tree, whose loads the compiler reorders. The rest: 8 vectors pairwise,
-    // then one widened vector at a time.
+    // inside the float32 tolerance. In order, because a pairwise tree's loads, which the compiler
+    // reorders, streamed slower from DRAM (NOTES.md, CPU kernels). The rest: 8 vectors pairwise, then
+    // one widened vector at a time.
     constexpr int W = lanes<float>;
     if (n >= W) {
       vd lo = splat<vd>(0.0), hi = lo;
