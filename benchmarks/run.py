@@ -22,9 +22,9 @@ and records pct_of_floor / pct_of_floor_b2b (floor ms / tiles ms). Rates are aga
 in the same run: a 1 GiB device-to-device copy (bytes read + written) and a bf16 8192^3 matmul. Writes
 benchmarks/results/<gpu>.json and a PNG of the speedups beside it.
 """
-import math
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -54,7 +54,8 @@ def input_sets(make, first, min_sets=16, l2_multiple=4, max_sets=8192):
 
 
 def storage_bytes(tensors):
-    """{storage pointer: bytes} of the tensors' storages: a storage two inputs share (s and s.t()) once."""
+    """The bytes of each storage the tensors read, by storage pointer ({ptr: bytes}): a storage two
+    inputs share (s and s.t()) counts once."""
     return {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
 
 

@@ -76,20 +76,27 @@ def test_zip_tails_offsets_and_broadcasts(dtype, fn):
 @dtypes
 @pytest.mark.parametrize("fn", ["add", "sub", "div", "max"])
 def test_zip_transposed_operand_in_tiles(dtype, fn):
-    # An operand stored transposed to the output is read in tiles along its columns. 101 x 999 spans
-    # more than one parallel task, so tasks start and end mid-row, and neither dim is a tile multiple.
+    # An operand stored transposed to the output is read in tiles along its columns. On two threads
+    # 101 x 999 (and 99 x 994) splits mid-row, so tasks start and end in partial rows; neither dim is a
+    # tile multiple.
     da, db = ZIP_DOMAIN[fn]
     a, a_t = _vals((101, 999), dtype, da), _vals((999, 101), dtype, da).t()
     b, b_t = _vals((101, 999), dtype, db), _vals((999, 101), dtype, db).t()
-    col = _vals((101, 1), dtype, db)  # broadcast along the rows: unit stride down a column too
-    for x, y in ((a, b_t), (a_t, b), (a, col), (a_t[3:, 5:], b[3:, 5:])):
-        out = T.zip(x, y, fn)
-        assert_close_to_ref(out, ZIP_REF[fn](x.double(), y.double()), dtype, exact=fn in ZIP_EXACT)
-    # map's gradient shares the loop: the incoming gradient row-major, the saved input transposed
-    x = a_t.detach().requires_grad_()
-    g = _vals((101, 999), dtype)
-    T.map(x, "square").backward(g)
-    assert_close_to_ref(x.grad, 2 * x.detach().double() * g.double(), dtype)
+    col = _vals((101, 1), dtype, db)  # one value per row, repeated along it: unit stride down a column
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(2, before))
+    try:
+        for x, y in ((a, b_t), (a_t, b), (a, col), (a_t[2:, 5:], b[2:, 5:])):
+            out = T.zip(x, y, fn)
+            assert_close_to_ref(out, ZIP_REF[fn](x.double(), y.double()), dtype, exact=fn in ZIP_EXACT)
+        # map's gradient shares the loop: the output takes the saved input's (transposed) layout, so
+        # there the incoming gradient is the operand stored transposed to it
+        x = a_t.detach().requires_grad_()
+        g = _vals((101, 999), dtype)
+        T.map(x, "square").backward(g)
+        assert_close_to_ref(x.grad, 2 * x.detach().double() * g.double(), dtype)
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("fn", ["add", "mul", "max", "lt"])

@@ -231,15 +231,16 @@ def test_reduce_max_min_propagate_nan(fn, dtype, device):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("position", [0, 600, 1036], ids=["first", "middle", "last"])
+@pytest.mark.parametrize("position", [0, 600, 1050, 1076], ids=["first", "middle", "single-vector", "last"])
 @pytest.mark.parametrize("fn", ["max", "min"])
 def test_reduce_max_min_nan_in_long_row(fn, position, dtype, device):
-    # Long enough for the CPU's vector loops, which track NaNs apart from the running max / min;
-    # a NaN with its sign bit set, and infinities that must not pass for NaNs.
-    x = make_tensor((1037,), dtype, device, domain="grid")
+    # Long enough for the CPU's vector loops (blocks of 4 vectors, then single vectors, then a scalar
+    # tail), which track NaNs apart from the running max / min; a NaN with its sign bit set (bf16
+    # stores it without), and infinities that must not pass for NaNs.
+    x = make_tensor((1077,), dtype, device, domain="grid")
     x[position] = NAN
     assert torch.isnan(reduce(x, [0], fn)).item()
-    assert torch.isnan(reduce(x.view(1, 1037), [-1], fn)).item()
+    assert torch.isnan(reduce(x.view(1, 1077), [-1], fn)).item()
     x[position] = -NAN
     assert torch.isnan(reduce(x, [0], fn)).item()
     x[position] = float("inf")

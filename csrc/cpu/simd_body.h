@@ -289,7 +289,8 @@ void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
 // Full rows [r0, r1) of a 2-D problem (in.sizes[0] columns) where operand t is stored transposed to
 // the output (unit stride down a column: a + b.t()) and the other row by row. Gathering a row of the
 // transposed operand would touch one cache line per element; instead tiles of kTileRows x kTileCols
-// are read along its columns (a cache line each) into a row-major tile, then combined row by row.
+// are read along its columns (kTileRows contiguous elements each) into a row-major tile, then
+// combined row by row.
 template <class S, class Op>
 void binary_transposed_rows(const S* a, const S* b, S* out, const StridedIndexer<2>& in, int t, int64_t r0,
                             int64_t r1, Op op) {
@@ -526,15 +527,15 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
     return acc;
-  } else {  // max / min in the op-math type A of S
+  } else {  // max / min in float lanes (float32 and the half types; float64 takes the branch above)
     // Exact in any order, so the lanes take plain compares (a NaN never wins one) and whether any
     // element was NaN is kept apart: the largest |x| bit pattern seen, since every NaN's lies above
     // infinity's. One compare and two integer ops per vector instead of vmax's NaN-propagating blends.
-    using V = vec_t<A>;
-    using M = typename VecOf<A>::mask;
-    using Bits = elem_t<M>;
-    constexpr Bits kAbs = std::numeric_limits<Bits>::max();  // all bits but the sign
-    constexpr Bits kInf = std::is_same_v<A, float> ? Bits(0x7f800000) : Bits(0x7ff0000000000000);
+    static_assert(std::is_same_v<A, float>);
+    using V = vf;
+    using M = vi;
+    constexpr int32_t kAbs = 0x7fffffff;  // all bits but the sign
+    constexpr int32_t kInf = 0x7f800000;
     constexpr int W = lanes<A>;
     if (n >= W) {
       V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;

@@ -1,5 +1,5 @@
-// How a bmm operand lies in memory, read once from its strides and used by every tensor-core path:
-// the TMA maps of the Hopper kernels (bmm/tma_maps.cu) and the mma.sync kernel (bmm/mma.cu).
+// How a bmm operand lies in memory, classified by one function from its strides for every tensor-core
+// path: the TMA maps of the Hopper kernels (bmm/tma_maps.cu) and the mma.sync kernel (bmm/mma.cu).
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // TMA needs the base and every stride but the innermost 16-byte aligned. The stride of a size-1 dim
 // and that of an operand broadcast over the batch are never used: an aligned value stands in. (A
-// stride of 0 on a longer dim, an operand expanded along M or N, leaves outer_stride 0: not TMA's.)
+// stride of 0 on the outer matrix dim, longer than 1, leaves outer_stride 0: not TMA's.)
 OperandLayout layout_of(const at::Tensor& t, const MatrixLayout& m, int64_t batch) {
   const int64_t align = 16 / int64_t(t.element_size());  // elements per 16 bytes
   OperandLayout l;

@@ -28,8 +28,8 @@ struct StridedIndexer {
   int64_t strides[NARGS][kMaxDims];  // in elements; 0 where an operand is broadcast
 
   // to_index + index_to_position: the element offset of linear position `linear` in every operand,
-  // in Index arithmetic (CUDA kernels pass uint32_t when every offset fits: 64-bit division costs
-  // several times more); with `index`, also the multi-index (CPU loops continue from it as an odometer).
+  // in Index arithmetic (the CUDA strided elementwise kernel passes uint32_t when every offset fits:
+  // 64-bit division costs several times more); with `index`, also the multi-index (CPU loops continue from it as an odometer).
   template <class Index = int64_t>
   TILES_HD std::array<Index, NARGS> offsets(int64_t linear_position, Index* index = nullptr) const {
     std::array<Index, NARGS> off{};
