@@ -1,11 +1,13 @@
 """Where a training step of examples/train.py's default model spends its device time, tiles against
-its native twin: the kernels of a few eager steps under torch.profiler, with launch counts per step.
+its native twin: the kernels of a few steps under torch.profiler, with launch counts per step, and the
+device timeline's idle gaps (which kernels wait longest after the one before them ends).
 
-    python benchmarks/profile_train_step.py [--steps 20] [--rows 25]
+    python benchmarks/profile_train_step.py [--mode eager|cuda-graphs] [--steps 20] [--rows 25]
 
-The step and the models are train_step.py's ("train mlp eager"); see that script for the timings.
+The step and the models are train_step.py's ("train mlp <mode>"); see that script for the timings.
 """
 import argparse
+import collections
 import os
 import sys
 
@@ -16,26 +18,56 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_step import make_trainer, train_script  # noqa: E402
 
 
+def kernel_table(events, steps, rows):
+    by_name = collections.defaultdict(lambda: [0.0, 0])
+    for e in events:
+        by_name[e.name][0] += e.time_range.elapsed_us()
+        by_name[e.name][1] += 1
+    print(f"{len(events) / steps:.0f} kernels per step, {sum(v[0] for v in by_name.values()) / steps:.1f} us of "
+          "kernel time per step")
+    for name, (us, count) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:rows]:
+        print(f"{us / steps:9.1f} us/step {count / steps:5.1f}x  {name[:110]}")
+
+
+def gap_table(events, steps, rows):
+    """Idle device time before each kernel (from the previous kernel's end), summed by kernel name.
+
+    Gaps longer than 50 us are the host between steps (the sync on the loss, the next batch) and are
+    left out, so what remains is the time the device waits inside a step.
+    """
+    events = sorted(events, key=lambda e: e.time_range.start)
+    gaps = collections.defaultdict(lambda: [0.0, 0])
+    previous_end = events[0].time_range.end
+    for e in events[1:]:
+        gap = e.time_range.start - previous_end
+        if 0 < gap < 50:
+            gaps[e.name][0] += gap
+            gaps[e.name][1] += 1
+        previous_end = max(previous_end, e.time_range.end)
+    print(f"idle inside steps: {sum(v[0] for v in gaps.values()) / steps:.1f} us per step; longest waits before:")
+    for name, (us, count) in sorted(gaps.items(), key=lambda kv: -kv[1][0])[:rows]:
+        print(f"{us / steps:9.1f} us/step {count / steps:5.1f}x  {name[:110]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=["eager", "cuda-graphs"], default="eager")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rows", type=int, default=25)
     args = parser.parse_args()
     data = train_script.load_data(0, "cuda")
     batches = train_script.epoch_batches(len(data.y_train), 64, seed=0, epoch=0, device="cuda")
     for kind in ("tiles", "torch"):
-        step = make_trainer(kind, "cuda", "eager", batches, data)
+        step = make_trainer(kind, "cuda", args.mode, batches, data)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for idx in batches[: args.steps]:
                 step(data.x_train[idx], data.y_train[idx])
             torch.cuda.synchronize()
-        events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-        launches = sum(e.count for e in events) / args.steps
-        device_us = sum(e.self_device_time_total for e in events) / args.steps
-        print(f"\n== {kind}: {launches:.0f} kernels per step, {device_us:.1f} us of kernel time per step")
-        for e in sorted(events, key=lambda e: -e.self_device_time_total)[: args.rows]:
-            print(f"{e.self_device_time_total / args.steps:9.1f} us/step {e.count / args.steps:5.1f}x  {e.key[:110]}")
+        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        print(f"\n== {kind}, {args.mode}: ", end="")
+        kernel_table(events, args.steps, args.rows)
+        gap_table(events, args.steps, args.rows // 2)
 
 
 if __name__ == "__main__":

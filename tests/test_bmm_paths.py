@@ -55,6 +55,20 @@ def assert_tile(a, b, wide):
         assert torch.ops.tiles._bmm_tile(a, b) == ("128x256" if wide else "128x128")
 
 
+# float32 products of at most this many multiply-adds under the "highest" precision take the general
+# kernel (bmm/bmm.cu small_full_precision_float); under TF32, and when larger, the tensor-core kernels.
+SMALL_FLOAT32_MACS = 2 ** 24
+SMALL_FLOAT32 = "general: small float32 product at full precision"
+
+
+def small_float32(a, b):
+    """Whether bmm sends these float32 operands to the general kernel for their size (at this precision)."""
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    macs = batch * a.shape[-2] * b.shape[-1] * a.shape[-1]
+    return (a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
+            and macs <= SMALL_FLOAT32_MACS)
+
+
 def poisoned_bmm(a, b):
     """tiles.bmm, with the output's future memory filled with NaN first (same size: the caching
     allocator hands the freed block straight back)."""
@@ -244,8 +258,11 @@ def test_bmm_tile_on_the_cpu():
 def test_other_layouts_wide_dtypes(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
-    assert path.startswith(expected_fallback_path(dtype, case)), path
+    expected = expected_fallback_path(dtype, case)
+    assert path.startswith(SMALL_FLOAT32 if small_float32(a, b) else expected), path
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+    if expected.startswith("mma-sync"):  # the kernel bmm would take for a larger product
+        assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
 
 
 # ---- the mma.sync kernel ------------------------------------------------------------------------
@@ -310,7 +327,7 @@ def test_mma_path(kind, shape, layouts):
     a = mma_operand(layouts[0], batch, m, k, dtype)
     b = mma_operand(layouts[1], batch, k, n, dtype)
     # bmm's own path is checked for float32 / float64 (bf16 / fp16 take the Hopper kernel on an H100)
-    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K) if dtype in (torch.float32, torch.float64) else None
+    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K, SMALL_FLOAT32) if dtype in (torch.float32, torch.float64) else None
     check_mma_kind(kind, a, b, paths)
 
 
@@ -323,7 +340,7 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
     b2 = make_tensor((200, 96), dtype, "cuda").t()
     big_a, big_b = make_tensor((7, 520, 264), dtype, "cuda"), make_tensor((7, 264, 1032), dtype, "cuda")
     for a, b in [(a2, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2), (big_a, big_b)]:
-        assert torch.ops.tiles._bmm_path(a, b).startswith(("mma-sync", "hopper-wgmma"))
+        assert torch.ops.tiles._bmm_path(a, b).startswith(("mma-sync", "hopper-wgmma", SMALL_FLOAT32))
         assert_bmm_close(poisoned_bmm(a, b), a, b)
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
 
@@ -357,15 +374,14 @@ def test_mma_path_unaligned(kind, shape, layouts):
     batch, m, n, k = shape
     a = unaligned_operand(layouts[0], batch, m, k, kind[0])
     b = unaligned_operand(layouts[1], batch, k, n, kind[0])
-    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K))
+    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K, SMALL_FLOAT32))
 
 
 @requires_cuda
 def test_choice_between_mma_and_split_k():
     # Few output tiles over a long K go to the general kernel's split-K; many tiles to the mma kernel.
     mma_expected()
-    few = (make_tensor((1, 92, 1858), torch.float32, "cuda").mT.contiguous().mT, make_tensor((1, 1858, 8),
-           torch.float32, "cuda"))  # neither operand K-major: not the Hopper float32 kernel
+    few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 8), torch.float64, "cuda"))
     assert torch.ops.tiles._bmm_path(*few) == SPLIT_K
     assert_bmm_close(poisoned_bmm(*few), *few)
     dtype = torch.bfloat16
@@ -388,7 +404,7 @@ FLOAT32_KINDS = {"highest": ("3xtf32", None), "high": ("tf32", Tol(rtol=2e-3, at
 def hopper_float32_expected():
     """Whether this GPU and build should run the Hopper TF32 kernel; skips (with why) where not."""
     hopper_expected()
-    probe = torch.ones(8, 8, device="cuda")
+    probe = torch.ones(512, 512, device="cuda")  # above SMALL_FLOAT32_MACS
     path = torch.ops.tiles._bmm_path(probe, probe)
     assert path.startswith("hopper-wgmma"), path
     return True
@@ -423,8 +439,9 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
-    assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name}"
+    assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"hopper-wgmma {name}")
     assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+    assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
 
 
 @requires_cuda
@@ -434,10 +451,11 @@ def test_hopper_float32_path_needs_a_k_major_operand(float32_precision, layouts)
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, (2, 130, 72, 40))
-    assert torch.ops.tiles._bmm_path(a, b) == f"mma-sync {name}"
+    assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"mma-sync {name}")
     with pytest.raises(RuntimeError, match="neither operand is K-major"):
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
     assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+    assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b, tol)
 
 
 @requires_cuda
@@ -451,8 +469,9 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
     b2 = make_tensor((200, 96), torch.float32, "cuda").t()
     a3t = make_tensor((4, 96, 152), torch.float32, "cuda")[:, :, :150].mT
     for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]:
-        assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name}"
+        assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+        assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
 
 
 def float32_paths():
@@ -529,3 +548,19 @@ def test_general_path_split_k(dtype, case):
         out = torch.ops.tiles._bmm_on_path(x, y, "general")
         assert_bmm_close(out, x, y)
         assert torch.equal(out, torch.ops.tiles._bmm_on_path(x, y, "general"))
+
+
+@requires_cuda
+def test_small_float32_products_take_the_general_kernel():
+    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds run on the general
+    # kernel's FMAs; larger ones, and any under TF32, on the tensor cores.
+    mma_expected()
+    at_limit = (make_tensor((64, 256), torch.float32, "cuda"), make_tensor((256, 1024), torch.float32, "cuda"))
+    over = (make_tensor((64, 256), torch.float32, "cuda"), make_tensor((256, 1032), torch.float32, "cuda"))
+    assert 64 * 256 * 1024 == SMALL_FLOAT32_MACS
+    assert torch.ops.tiles._bmm_path(*at_limit) == SMALL_FLOAT32
+    assert torch.ops.tiles._bmm_path(*over).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
+    for a, b in (at_limit, over):
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+    torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
+    assert torch.ops.tiles._bmm_path(*at_limit).startswith(("hopper-wgmma tf32", "mma-sync tf32"))

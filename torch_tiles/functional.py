@@ -77,6 +77,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     into the rows so that one [B*M, K] @ [K, N] product runs), and an operand whose batch broadcasts only
     partly against the other's (it is materialized at the full batch size, as torch.matmul does too).
     """
+    if a.dim() == 2 and b.dim() == 2:  # one product as it stands: no views (each would record an autograd node)
+        return _bmm(a, b)
     if a.dim() == 0 or b.dim() == 0:
         raise RuntimeError(f"torch_tiles.matmul: both arguments need at least 1 dimension, got {a.dim()}-D "
                            f"and {b.dim()}-D")

@@ -1,12 +1,14 @@
 // CUDA bmm, the general strided kernel: any dtype, any strides, batch broadcast through stride 0, any
 // GPU. The fallback for everything the tensor-core paths do not take (see bmm/bmm.cu).
 //
-// Each block computes a kTile x kTile tile of one output matrix. Per step it stages a kTile x kDepth
-// slab of a and a kDepth x kTile slab of b in shared memory (converted to the op-math type), and each
+// Each block computes a kTile x kTile tile of one output matrix. Per step it stages a kTile x depth
+// slab of a and a depth x kTile slab of b in shared memory (converted to the op-math type), and each
 // of its 256 threads accumulates a 4 x 4 sub-tile in registers. A thread's rows and columns are
 // spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads
 // walk whichever of an operand's two matrix dims has unit stride, so both row- and column-major
-// operands (a.transpose(1, 2), b.mT) load coalesced.
+// operands (a.transpose(1, 2), b.mT) load coalesced. The next slab's loads are issued into registers
+// before the current slab is multiplied, so their latency hides behind the arithmetic: small products
+// (a narrow layer's, tens of microseconds of work or less) are a chain of these round trips.
 //
 // Few output tiles over a long K (a matrix-vector product, a weight gradient of a narrow layer) would
 // leave most SMs idle while each block walks all of K: there the k-blocks are split over gridDim.z
@@ -23,28 +25,50 @@ namespace tiles::cuda::general {
 namespace {
 
 constexpr int kTile = 64;    // output tile edge
-constexpr int kDepth = 16;   // k-slab depth
 constexpr int kThreads = 256;
 constexpr int kMicro = 4;    // each thread: kMicro x kMicro outputs
 constexpr int kSpread = kTile / kMicro;  // 16: distance between a thread's rows (and columns)
+// k-slab depth: deep slabs make few round trips to memory; two slabs of double stay within the 48 KiB
+// of static shared memory.
+template <class Acc>
+constexpr int kDepth = sizeof(Acc) == 8 ? 32 : 64;
 
-// Stages the [rows x kDepth] slab (a) or [kDepth x cols] slab (b) starting at `src` into smem as
-// [kDepth][kTile] (k-major), zero-filling outside the matrix.
-//   `outer_stride` steps along the tile's m (or n) dim, `k_stride` along k.
+// One operand's [rows x depth] slab (a) or [depth x cols] slab (b), held in registers between its load
+// from global memory and its store to shared memory as [depth][kTile] (k-major).
+//   `outer_stride` steps along the tile's m (or n) dim, `k_stride` along k; zeros outside the matrix.
 template <class scalar_t, class Acc>
-__device__ __forceinline__ void stage(Acc (*smem)[kTile + 1], const scalar_t* src, int64_t outer_stride,
-                                      int64_t k_stride, int64_t outer_left, int64_t k_left) {
-  const bool k_fastest = k_stride == 1;  // choose the order that makes neighbouring threads coalesce
-#pragma unroll
-  for (int r = 0; r < kTile * kDepth / kThreads; ++r) {
+struct Slab {
+  static constexpr int D = kDepth<Acc>;
+  static constexpr int kPerThread = kTile * D / kThreads;
+  Acc v[kPerThread];
+
+  // Element r of this thread: (kk, oo) ordered so that neighbouring threads touch neighbouring addresses.
+  static __device__ __forceinline__ void place(int r, bool k_fastest, int& kk, int& oo) {
     const int e = threadIdx.x + r * kThreads;
-    const int kk = k_fastest ? e % kDepth : e / kTile;
-    const int oo = k_fastest ? e / kDepth : e % kTile;
-    Acc v = Acc(0);
-    if (oo < outer_left && kk < k_left) v = Acc(src[oo * outer_stride + kk * k_stride]);
-    smem[kk][oo] = v;
+    kk = k_fastest ? e % D : e / kTile;
+    oo = k_fastest ? e / D : e % kTile;
   }
-}
+
+  __device__ __forceinline__ void load(const scalar_t* src, int64_t outer_stride, int64_t k_stride,
+                                       int64_t outer_left, int64_t k_left) {
+    const bool k_fastest = k_stride == 1;
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      int kk, oo;
+      place(r, k_fastest, kk, oo);
+      v[r] = oo < outer_left && kk < k_left ? Acc(src[oo * outer_stride + kk * k_stride]) : Acc(0);
+    }
+  }
+
+  __device__ __forceinline__ void store(Acc (*smem)[kTile + 1], int64_t k_stride) const {
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      int kk, oo;
+      place(r, k_stride == 1, kk, oo);
+      smem[kk][oo] = v[r];
+    }
+  }
+};
 
 // Writes c[batch][m][n] (Out = scalar_t), or with split-K this split's partials (Out = the op-math
 // type) at c + blockIdx.z * batch * m * n, from k-blocks [blockIdx.z * k_split, + k_split).
@@ -54,8 +78,9 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
            int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sab, int64_t sam, int64_t sak,
            int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n, int64_t k_split) {
   using Acc = opmath_t<scalar_t>;
-  __shared__ Acc a_tile[kDepth][kTile + 1];  // +1: staging stores along kk do not collide in a bank
-  __shared__ Acc b_tile[kDepth][kTile + 1];
+  constexpr int D = kDepth<Acc>;
+  __shared__ Acc a_tile[D][kTile + 1];  // +1: staging stores along kk do not collide in a bank
+  __shared__ Acc b_tile[D][kTile + 1];
 
   const int64_t m0 = int64_t(blockIdx.x / tiles_n) * kTile;
   const int64_t n0 = int64_t(blockIdx.x % tiles_n) * kTile;
@@ -67,21 +92,36 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
     const scalar_t* a_blk = a + bi * sab + m0 * sam;
     const scalar_t* b_blk = b + bi * sbb + n0 * sbn;
     Acc acc[kMicro][kMicro] = {};
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += kDepth) {
-      stage(a_tile, a_blk + k0 * sak, sam, sak, m - m0, k - k0);
-      stage(b_tile, b_blk + k0 * sbk, sbn, sbk, n - n0, k - k0);
+    Slab<scalar_t, Acc> a_next, b_next;
+    if (k_begin < k_end) {
+      a_next.load(a_blk + k_begin * sak, sam, sak, m - m0, k - k_begin);
+      b_next.load(b_blk + k_begin * sbk, sbn, sbk, n - n0, k - k_begin);
+    }
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += D) {
+      a_next.store(a_tile, sak);
+      b_next.store(b_tile, sbk);
       __syncthreads();
+      const int64_t k1 = k0 + D;
+      if (k1 < k_end) {
+        a_next.load(a_blk + k1 * sak, sam, sak, m - m0, k - k1);
+        b_next.load(b_blk + k1 * sbk, sbn, sbk, n - n0, k - k1);
+      }
+      const int64_t depth = std::min<int64_t>(D, k_end - k0);  // a short last slab skips its zero rows
 #pragma unroll
-      for (int kk = 0; kk < kDepth; ++kk) {
-        Acc av[kMicro], bv[kMicro];
+      for (int k8 = 0; k8 < D; k8 += 8) {
+        if (k8 >= depth) break;
 #pragma unroll
-        for (int i = 0; i < kMicro; ++i) av[i] = a_tile[kk][ty + i * kSpread];
+        for (int kk = k8; kk < k8 + 8; ++kk) {
+          Acc av[kMicro], bv[kMicro];
 #pragma unroll
-        for (int j = 0; j < kMicro; ++j) bv[j] = b_tile[kk][tx + j * kSpread];
+          for (int i = 0; i < kMicro; ++i) av[i] = a_tile[kk][ty + i * kSpread];
 #pragma unroll
-        for (int i = 0; i < kMicro; ++i)
+          for (int j = 0; j < kMicro; ++j) bv[j] = b_tile[kk][tx + j * kSpread];
 #pragma unroll
-          for (int j = 0; j < kMicro; ++j) acc[i][j] += av[i] * bv[j];
+          for (int i = 0; i < kMicro; ++i)
+#pragma unroll
+            for (int j = 0; j < kMicro; ++j) acc[i][j] += av[i] * bv[j];
+        }
       }
       __syncthreads();
     }
@@ -109,10 +149,12 @@ sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, 
   }
 }
 
-// How many ways to split K: enough blocks for about four per SM (a block waits on each slab's loads,
-// with nothing in flight behind them: the other blocks of its SM hide that wait), each split at least
-// kMinSplitK deep, and the partials (in the op-math type) at most kMaxPartials elements.
-constexpr int64_t kMinSplitK = 4 * kDepth, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
+// How many ways to split K: enough blocks for about four per SM (a block has one slab's loads in flight
+// at a time: the other blocks of its SM hide what its arithmetic does not), each split at least
+// kMinSplitK deep (a slab of float32 accumulators, two of float64), and the partials (in the op-math type)
+// at most kMaxPartials elements. Small products want many short splits: a 64 x 256 x 256 product has four
+// output tiles, and four splits of one slab each ran in half the time of one block walking four slabs.
+constexpr int64_t kMinSplitK = 64, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
 int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
   const int64_t wanted = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
   const int64_t by_depth = k / kMinSplitK, by_memory = kMaxPartials / std::max<int64_t>(out_elements, 1);
@@ -127,9 +169,10 @@ void launch(const BmmProblem& p) {
               " are too large for one launch");
   const int64_t batch_blocks = std::min<int64_t>(p.batch, 65535);
   const int64_t total = p.batch * p.m * p.n;
+  constexpr int64_t depth = kDepth<Acc>;
   const int64_t splits = k_splits(tiles_m * tiles_n * batch_blocks, p.k, total);
   // Each split's k-range, whole k-slabs.
-  const int64_t k_split = ((p.k + splits - 1) / splits + kDepth - 1) / kDepth * kDepth;
+  const int64_t k_split = ((p.k + splits - 1) / splits + depth - 1) / depth * depth;
   const int64_t used = splits > 1 ? (p.k + k_split - 1) / k_split : 1;
   const dim3 grid(unsigned(tiles_m * tiles_n), unsigned(batch_blocks), unsigned(used));
   auto run = [&](auto* c) {

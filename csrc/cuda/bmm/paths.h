@@ -28,8 +28,9 @@ inline bool refuse(const char** why, const char* reason) {
 
 enum class Path { hopper, hopper_tf32, mma, general };
 
-// The path bmm runs `p` on (bmm/bmm.cu): the first of hopper, hopper_tf32 and mma that can take it,
-// else general; then, when `why` is given, it says why mma could not.
+// The path bmm runs `p` on (bmm/bmm.cu): general for a small float32 product at full precision, else the
+// first of hopper, hopper_tf32 and mma that can take it, else general; when `why` is given and the
+// answer is general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
