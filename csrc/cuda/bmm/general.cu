@@ -153,7 +153,7 @@ sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, 
 // at a time: the other blocks of its SM hide what its arithmetic does not), each split at least
 // kMinSplitK deep (a slab of float32 accumulators, two of float64), and the partials (in the op-math type)
 // at most kMaxPartials elements. Small products want many short splits: a 64 x 256 x 256 product has four
-// output tiles, and four splits of one slab each ran in half the time of one block walking four slabs.
+// output tiles, and four splits of one slab each took 8.4 us where one block per tile took 19.5 (NOTES).
 constexpr int64_t kMinSplitK = 64, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
 int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
   const int64_t wanted = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
