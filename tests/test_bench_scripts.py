@@ -1,9 +1,11 @@
-"""The CPU dry runs of benchmarks/bmm_grid.py and benchmarks/gpt_block.py (tiny shapes, perf_counter
-clock), so that the GPU runs do not find a broken script; plus their case lists and failure rows."""
+"""The CPU dry runs of benchmarks/bmm_grid.py, benchmarks/gpt_block.py (tiny shapes, perf_counter
+clock) and benchmarks/train_step.py, so that the GPU runs do not find a broken script; plus their case
+lists and failure rows."""
 import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -152,3 +154,15 @@ def test_grid_budget_stops_starting_cases(grid, tmp_path, capsys):
     rows = grid.main(["--device", "cpu", "--prec", "bf16", "--budget-s", "1e-9", "--out", str(tmp_path)])
     assert len(rows) < len(grid.grid_cases(["bf16"]))
     assert "not run (budget)" in capsys.readouterr().out
+
+
+def test_train_step_dry_run(tmp_path):
+    # The train case on the CPU, end to end: the mode runs in a child process that hands its row back.
+    script = os.path.join(BENCH_DIR, "train_step.py")
+    subprocess.run([sys.executable, script, "--device", "cpu", "-k", "train mlp", "--rounds", "1", "--steps", "2",
+                    "--out", str(tmp_path)], check=True, capture_output=True, text=True)
+    rows = _file_rows(tmp_path)
+    assert list(rows) == ["train mlp eager"]
+    row = rows["train mlp eager"]
+    assert row["unit"] == "ms/step" and row["tiles_ms"] > 0 and row["torch_ms"] > 0
+    assert row["speedup"] == pytest.approx(row["torch_ms"] / row["tiles_ms"], rel=1e-2)
