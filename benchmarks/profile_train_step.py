@@ -30,20 +30,22 @@ def kernel_table(events, steps, rows):
 
 
 def gap_table(events, steps, rows):
-    """Idle device time before each kernel (from the previous kernel's end), summed by kernel name.
+    """Idle device time before each kernel (from the end of the work before it), summed by kernel name.
 
-    Gaps longer than 50 us are the host between steps (the sync on the loss, the next batch) and are
-    left out, so what remains is the time the device waits inside a step.
+    Each step ends with the loss's copy to the host (the step syncs on it), so the gap after such a copy
+    is the host between steps (the sync, the next batch) and is left out: what remains is the time the
+    device waits inside a step, for the host (eager) or between a graph's nodes.
     """
     events = sorted(events, key=lambda e: e.time_range.start)
     gaps = collections.defaultdict(lambda: [0.0, 0])
-    previous_end = events[0].time_range.end
-    for e in events[1:]:
-        gap = e.time_range.start - previous_end
-        if 0 < gap < 50:
+    previous_end, after_step = None, True
+    for e in events:
+        gap = 0 if after_step else e.time_range.start - previous_end
+        if gap > 0:
             gaps[e.name][0] += gap
             gaps[e.name][1] += 1
-        previous_end = max(previous_end, e.time_range.end)
+        previous_end = e.time_range.end if after_step else max(previous_end, e.time_range.end)
+        after_step = e.name.startswith("Memcpy DtoH")
     print(f"idle inside steps: {sum(v[0] for v in gaps.values()) / steps:.1f} us per step; longest waits before:")
     for name, (us, count) in sorted(gaps.items(), key=lambda kv: -kv[1][0])[:rows]:
         print(f"{us / steps:9.1f} us/step {count / steps:5.1f}x  {name[:110]}")
@@ -62,9 +64,10 @@ def main():
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for idx in batches[: args.steps]:
-                step(data.x_train[idx], data.y_train[idx])
-            torch.cuda.synchronize()
+                step(data.x_train[idx], data.y_train[idx]).item()  # as train_step.py times a step
         events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        if not events:
+            sys.exit("the profiler recorded no device activity")
         print(f"\n== {kind}, {args.mode}: ", end="")
         kernel_table(events, args.steps, args.rows)
         gap_table(events, args.steps, args.rows // 2)

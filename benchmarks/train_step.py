@@ -26,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -104,7 +105,7 @@ def overhead_cases(device, rounds, calls, k=""):
 # ---- whole training steps -----------------------------------------------------------------------------
 
 def make_trainer(kind, device, mode, batches, data):
-    """A training step of examples/train.py's default model of `kind`, warmed up; returns (step, model)."""
+    """A training step of examples/train.py's default model of `kind`, warmed up."""
     model = train_script.build_model(kind, train_script.HIDDEN, seed=0, device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, capturable=device == "cuda")
     step = train_script.make_step(model, train_script.loss_function(kind), optimizer, compile=mode == "compile")
@@ -142,16 +143,28 @@ def train_cases(device, modes, rounds, steps):
     return rows
 
 
+def interpreter_flags():
+    """This interpreter's flags that change what a child process imports (-I, -E, -s, -P)."""
+    f = sys.flags
+    flags = (("-I", f.isolated), ("-E", f.ignore_environment), ("-s", f.no_user_site),
+             ("-P", getattr(f, "safe_path", False)))
+    return [flag for flag, on in flags if on]
+
+
 def train_cases_in_subprocesses(device, modes, rounds, steps):
-    """train_cases for each mode in a fresh Python process (this script with --one-train-mode)."""
+    """train_cases for each mode in a fresh Python process: this script with --one-train-mode, which
+    prints its row as it goes and writes it to a file. A mode that fails is reported and skipped."""
     rows = []
     for mode in modes:
-        command = [sys.executable, os.path.abspath(__file__), "--device", device, "--one-train-mode", mode,
-                   "--rounds", str(rounds), "--steps", str(steps)]
-        result = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
-        row = json.loads(result.stdout.strip().splitlines()[-1])
-        print_row(row)
-        rows.append(row)
+        with tempfile.TemporaryDirectory() as tmp:
+            row_file = os.path.join(tmp, "row.json")
+            command = [sys.executable, *interpreter_flags(), os.path.abspath(__file__), "--device", device,
+                       "--one-train-mode", mode, "--row-out", row_file, "--rounds", str(rounds), "--steps", str(steps)]
+            if subprocess.run(command).returncode != 0 or not os.path.exists(row_file):
+                print(f"train mlp {mode}: its process failed (output above); not recorded", flush=True)
+                continue
+            with open(row_file) as f:
+                rows.append(json.load(f))
     return rows
 
 
@@ -171,7 +184,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=200, help="timed steps per round of a train case")
     parser.add_argument("--calls", type=int, default=5000, help="calls per round of an overhead case")
     parser.add_argument("--out", default=results_file.RESULTS_DIR, help="results folder")
-    parser.add_argument("--one-train-mode", help=argparse.SUPPRESS)  # internal: one train case, its row as JSON
+    # internal, for train_cases_in_subprocesses: one train case, its row written to --row-out as JSON
+    parser.add_argument("--one-train-mode", help=argparse.SUPPRESS)
+    parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     gpu = torch.cuda.is_available() and torch_tiles.built_with_cuda()
     device = args.device or ("cuda" if gpu else "cpu")
@@ -180,7 +195,8 @@ def main(argv=None):
 
     if args.one_train_mode:
         (row,) = train_cases(device, [args.one_train_mode], args.rounds, args.steps)
-        print(json.dumps(row))
+        with open(args.row_out, "w") as f:
+            json.dump(row, f)
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, tiles from {torch_tiles.__file__}")
     rows = []

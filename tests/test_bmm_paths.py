@@ -8,7 +8,8 @@ than L2, which the threads' own evict-first stores write instead of TMA's); floa
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
 base are not 16-byte aligned (``mma-sync <kind> unaligned``: loaded element by element). Few output
-tiles over a long K, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
+tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
+and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
@@ -215,6 +216,8 @@ def test_hopper_store_choice_follows_output_size_and_k():
 
 # Layouts the Hopper kernel cannot describe to TMA. With a unit-stride matrix dim they take the mma
 # kernel's element-by-element loads (float64: the general kernel); without one, the general kernel.
+# In float32 under "highest" these products are small enough for the general kernel; the tests then run
+# the mma kernel by name.
 FALLBACKS = {
     "odd_K_rows": lambda dt: (make_tensor((2, 33, 17), dt, "cuda"), make_tensor((2, 17, 40), dt, "cuda")),
     "misaligned_base": lambda dt: (make_tensor((2, 33, 72), dt, "cuda")[:, :, 1:65],
@@ -303,16 +306,18 @@ def mma_operand(layout, batch, rows, cols, dtype):
 
 def check_mma_kind(kind, a, b, paths=None):
     """Runs the mma kernel on a and b under the kind's float32 matmul precision and checks it against
-    float64; with `paths`, the path bmm itself takes for them must be one of those."""
+    float64; with `paths`, the path bmm itself takes for them must be one of those (or, for a small
+    float32 product under "highest", the general kernel)."""
     dtype, precision = kind
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:
         path = torch.ops.tiles._bmm_path(a, b)
+        small = small_float32(a, b)
         out = poisoned_on_path(a, b, "mma")
     finally:
         torch.set_float32_matmul_precision(old)
-    assert paths is None or path in paths, path
+    assert paths is None or (path == SMALL_FLOAT32 if small else path in paths), path
     assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
 
 
@@ -327,7 +332,7 @@ def test_mma_path(kind, shape, layouts):
     a = mma_operand(layouts[0], batch, m, k, dtype)
     b = mma_operand(layouts[1], batch, k, n, dtype)
     # bmm's own path is checked for float32 / float64 (bf16 / fp16 take the Hopper kernel on an H100)
-    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K, SMALL_FLOAT32) if dtype in (torch.float32, torch.float64) else None
+    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K) if dtype in (torch.float32, torch.float64) else None
     check_mma_kind(kind, a, b, paths)
 
 
@@ -340,7 +345,8 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
     b2 = make_tensor((200, 96), dtype, "cuda").t()
     big_a, big_b = make_tensor((7, 520, 264), dtype, "cuda"), make_tensor((7, 264, 1032), dtype, "cuda")
     for a, b in [(a2, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2), (big_a, big_b)]:
-        assert torch.ops.tiles._bmm_path(a, b).startswith(("mma-sync", "hopper-wgmma", SMALL_FLOAT32))
+        path = torch.ops.tiles._bmm_path(a, b)
+        assert path == SMALL_FLOAT32 if small_float32(a, b) else path.startswith(("mma-sync", "hopper-wgmma")), path
         assert_bmm_close(poisoned_bmm(a, b), a, b)
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
 
@@ -374,7 +380,7 @@ def test_mma_path_unaligned(kind, shape, layouts):
     batch, m, n, k = shape
     a = unaligned_operand(layouts[0], batch, m, k, kind[0])
     b = unaligned_operand(layouts[1], batch, k, n, kind[0])
-    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K, SMALL_FLOAT32))
+    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K))
 
 
 @requires_cuda
@@ -447,10 +453,11 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
 @requires_cuda
 @pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
 @pytest.mark.parametrize("layouts", NO_TF32_LAYOUTS, ids=["-".join(l) for l in NO_TF32_LAYOUTS])
-def test_hopper_float32_path_needs_a_k_major_operand(float32_precision, layouts):
+@pytest.mark.parametrize("shape", [(2, 130, 72, 40), (2, 520, 264, 1032)], ids=["small", "large"])
+def test_hopper_float32_path_needs_a_k_major_operand(float32_precision, layouts, shape):
     hopper_float32_expected()
     name, tol = float32_precision
-    a, b = tf32_operands(layouts, (2, 130, 72, 40))
+    a, b = tf32_operands(layouts, shape)
     assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"mma-sync {name}")
     with pytest.raises(RuntimeError, match="neither operand is K-major"):
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
@@ -477,7 +484,7 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
 def float32_paths():
     """The kernels that compute float32 on this GPU, as _bmm_on_path names them."""
     mma_expected()
-    probe = torch.ones(8, 8, device="cuda")
+    probe = torch.ones(512, 512, device="cuda")  # above SMALL_FLOAT32_MACS
     return ["mma"] + (["hopper"] if torch.ops.tiles._bmm_path(probe, probe).startswith("hopper") else [])
 
 
@@ -555,9 +562,10 @@ def test_small_float32_products_take_the_general_kernel():
     # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds run on the general
     # kernel's FMAs; larger ones, and any under TF32, on the tensor cores.
     mma_expected()
-    at_limit = (make_tensor((64, 256), torch.float32, "cuda"), make_tensor((256, 1024), torch.float32, "cuda"))
-    over = (make_tensor((64, 256), torch.float32, "cuda"), make_tensor((256, 1032), torch.float32, "cuda"))
-    assert 64 * 256 * 1024 == SMALL_FLOAT32_MACS
+    # K below 256: on no GPU a few-tiles split-K (bmm/bmm.cu) takes these instead
+    at_limit = (make_tensor((128, 128), torch.float32, "cuda"), make_tensor((128, 1024), torch.float32, "cuda"))
+    over = (make_tensor((128, 128), torch.float32, "cuda"), make_tensor((128, 1032), torch.float32, "cuda"))
+    assert 128 * 128 * 1024 == SMALL_FLOAT32_MACS
     assert torch.ops.tiles._bmm_path(*at_limit) == SMALL_FLOAT32
     assert torch.ops.tiles._bmm_path(*over).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
     for a, b in (at_limit, over):
