@@ -166,3 +166,26 @@ def test_train_step_dry_run(tmp_path):
     row = rows["train mlp eager"]
     assert row["unit"] == "ms/step" and row["tiles_ms"] > 0 and row["torch_ms"] > 0
     assert row["speedup"] == pytest.approx(row["torch_ms"] / row["tiles_ms"], rel=1e-2)
+
+
+@pytest.fixture
+def bmm_paths(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH_DIR)  # the script imports its sibling local_build.py
+    precision = torch.get_float32_matmul_precision()
+    yield _load("bmm_paths")
+    torch.set_float32_matmul_precision(precision)
+
+
+def test_bmm_paths_presets(bmm_paths):
+    small = bmm_paths.small_float32_cases()
+    assert len({c.name() for c in small}) == len(small)
+    macs = [max(c.batch, 1) * c.m * c.n * c.k for c in small]
+    assert min(macs) <= 2**24 < max(macs)  # both sides of the limit in bmm/bmm.cu
+    assert {c.dtype for c in bmm_paths.general_cases()} == {torch.bfloat16, torch.float16, torch.float64}
+
+
+def test_bmm_paths_dry_run(bmm_paths, capsys):
+    bmm_paths.main(["--device", "cpu", "--shape", "0,5,7,3,TN", "--shape", "2,4,6,8", "--dtype", "float64"])
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[:3] for line in lines] == [["float64", "TN", "5x7x3"], ["float64", "NN", "2x4x6x8"]]
+    assert all(" bmm " in line and "e" in line.split(" bmm ")[1] for line in lines)

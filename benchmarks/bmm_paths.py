@@ -1,0 +1,166 @@
+"""Every CUDA bmm kernel path against cuBLAS on chosen shapes: the measurements the routing rules of
+csrc/cuda/bmm/bmm.cu are set from (which path bmm takes, `torch.ops.tiles._bmm_path`, and where the
+others would stand, `torch.ops.tiles._bmm_on_path`).
+
+    python benchmarks/bmm_paths.py                          # --preset small-float32
+    python benchmarks/bmm_paths.py --preset general         # the general kernel's other dtypes
+    python benchmarks/bmm_paths.py --shape 1,64,256,256,TN --dtype float32 --precision high
+    python benchmarks/bmm_paths.py --device cpu             # dry run: tiles.bmm against torch, CPU clock
+
+Presets:
+- small-float32: float32 under "highest", where products of at most 2^24 multiply-adds take the general
+  kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
+  and skinny products on both sides of that limit.
+- general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
+  unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
+
+Each case is B,M,N,K with a layout (NN, TN, NT, TT: T is a transposed view), timed two ways: do_bench's
+median with the L2 flushed, and back to back (20 calls replayed from one CUDA graph, per call), as
+`flushed / b2b` in microseconds. Each path's error is max |out - ref| / max |ref| against float64. A path
+that cannot take the operands prints `-`.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import List, NamedTuple
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import local_build  # noqa: E402,F401  (the in-place build of this checkout, when there is one)
+import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
+
+T = torch.ops.tiles
+PATHS = ("hopper", "mma", "general")
+GRAPH_CALLS = 20
+
+
+class Case(NamedTuple):
+    batch: int  # 0: a 2-D call
+    m: int
+    n: int
+    k: int
+    layout: str = "NN"
+    dtype: torch.dtype = torch.float32
+
+    def name(self):
+        batch = f"{self.batch}x" if self.batch else ""
+        return f"{str(self.dtype)[6:]} {self.layout} {batch}{self.m}x{self.n}x{self.k}"
+
+    def operands(self, device):
+        def make(rows, cols, transposed):
+            shape = (cols, rows) if transposed else (rows, cols)
+            t = torch.randn(*(([self.batch] if self.batch else []) + list(shape)), device=device, dtype=self.dtype)
+            return t.mT if transposed else t
+        return make(self.m, self.k, self.layout[0] == "T"), make(self.k, self.n, self.layout[1] == "T")
+
+
+def small_float32_cases() -> List[Case]:
+    cases = []
+    for n_in, n_out in [(64, 256), (256, 256), (256, 10)]:  # the MLP's layers at batch 64
+        cases += [Case(0, 64, n_out, n_in), Case(0, 64, n_in, n_out, "NT"), Case(0, n_in, n_out, 64, "TN")]
+    for b, m, n, k in [(0, 128, 256, 256), (0, 256, 256, 256), (0, 256, 512, 256), (0, 256, 512, 512),
+                       (0, 512, 512, 512), (0, 512, 1024, 512), (0, 1024, 1024, 512), (8, 128, 128, 128),
+                       (32, 128, 128, 128), (0, 64, 4096, 1024), (0, 2048, 64, 2048), (8, 1, 3484, 42),
+                       (0, 1, 4096, 4096)]:
+        cases += [Case(b, m, n, k, "NN"), Case(b, m, n, k, "TN")]
+    return cases
+
+
+def general_cases() -> List[Case]:
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16, torch.float64):
+        for b, m, n, k in [(1, 92, 4, 1858), (5, 254, 1, 3985), (1, 1, 3000, 2000), (2, 130, 65, 777)]:
+            cases.append(Case(b, m, n, k, "NN", dtype))
+    return cases
+
+
+PRESETS = {"small-float32": small_float32_cases, "general": general_cases}
+
+
+def graph_us(fn):
+    """Microseconds per call of `fn`, GRAPH_CALLS calls replayed back to back from one CUDA graph."""
+    from triton.testing import do_bench
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture: workspaces, first-call setup
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    return do_bench(graph.replay, warmup=5, rep=40) * 1e3 / GRAPH_CALLS
+
+
+def timed(fn, device):
+    """(flushed us, back-to-back us) on CUDA; on the CPU a perf_counter median twice."""
+    if device == "cpu":
+        fn()  # first-call setup
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        us = statistics.median(times) * 1e6
+        return us, us
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=5, rep=40) * 1e3, graph_us(fn)
+
+
+def relative_error(out, ref):
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
+
+
+def run_case(case, device):
+    a, b = case.operands(device)
+    ref = torch.matmul(a.double(), b.double())
+    flushed, b2b = timed(lambda: torch.matmul(a, b), device)
+    line = f"{case.name():<30} {T._bmm_path(a, b)[:30]:<30} torch {flushed:7.1f} / {b2b:7.1f} |"
+    paths = PATHS if device == "cuda" else ("bmm",)
+    for path in paths:
+        call = (lambda: T.bmm(a, b)) if path == "bmm" else (lambda: T._bmm_on_path(a, b, path))
+        try:
+            err = relative_error(call(), ref)
+        except RuntimeError:  # this path cannot take the operands
+            line += f" {path} - |"
+            continue
+        flushed, b2b = timed(call, device)
+        line += f" {path} {flushed:7.1f} / {b2b:7.1f} e{err:.0e} |"
+    print(line, flush=True)
+
+
+def parse_shape(text):
+    parts = text.split(",")
+    return Case(*map(int, parts[:4]), *(parts[4:5] or ["NN"]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=PRESETS, default="small-float32")
+    parser.add_argument("--shape", action="append", type=parse_shape, help="B,M,N,K[,layout] (B=0: a 2-D call); "
+                        "replaces the preset; repeatable")
+    parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "float64"],
+                        help="the dtype of --shape cases (default float32)")
+    parser.add_argument("--precision", default="highest", choices=["highest", "high", "medium"],
+                        help="torch.set_float32_matmul_precision for the run")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not (torch.cuda.is_available() and torch_tiles.built_with_cuda()):
+        sys.exit("bmm_paths.py needs a GPU and a CUDA build of torch_tiles (or --device cpu for a dry run)")
+    cases = args.shape or PRESETS[args.preset]()
+    if args.shape and args.dtype:
+        cases = [c._replace(dtype=getattr(torch, args.dtype)) for c in cases]
+    torch.set_float32_matmul_precision(args.precision)
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    print(f"{where} | torch {torch.__version__} | float32 precision {args.precision} | times in us, "
+          f"flushed / back to back")
+    for case in cases:
+        run_case(case, args.device)
+
+
+if __name__ == "__main__":
+    main()
