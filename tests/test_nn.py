@@ -260,6 +260,15 @@ def test_forward_and_backward_run_on_tiles_ops_only(name):
     assert not compute, f"native compute in a tiles forward/backward: {sorted(compute)}"
 
 
+def test_matmul_of_two_matrices_is_one_bmm_node():
+    # A 2-D @ 2-D product (every nn.Linear call on a batch of rows) records the bmm node alone: no views,
+    # whose autograd nodes cost host time in every training step.
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    y = torch_tiles.matmul(a, b)
+    assert "BmmFunction" in y.grad_fn.name(), y.grad_fn.name()
+    assert {type(f).__name__ for f, _ in y.grad_fn.next_functions} == {"AccumulateGrad"}
+
+
 def test_matmul_of_contiguous_operands_copies_nothing():
     shapes = [((2, 3, 4, 5), (2, 3, 5, 6)), ((2, 3, 4, 5), (5, 6)), ((4, 5), (2, 3, 5, 6)), ((5,), (2, 5, 3))]
     for shape_a, shape_b in shapes:
