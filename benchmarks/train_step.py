@@ -16,9 +16,9 @@ Cases (speedup = PyTorch time / tiles time, so above 1 is tiles ahead):
   require grad, so each call also records its autograd node.
 Each case runs in alternating rounds (tiles first, then PyTorch first, ...) and reports the median,
 with the lowest and highest per-round speedup. Each train mode runs in a process of its own, as a
-training script would: after the compile mode in one process, the graphed tiles step read 0.456 ms
-where it reads 0.291 ms alone (the native one 0.250 and 0.252). Results merge into the machine's results file
-(benchmarks/results_file.py): the GPU's on a GPU machine, cpu.json with --device cpu.
+training script would: what ran before in one process moved the graphed step's time (NOTES.md). Results
+merge into the machine's results file (benchmarks/results_file.py): the GPU's on a GPU machine, cpu.json
+with --device cpu.
 """
 import argparse
 import json

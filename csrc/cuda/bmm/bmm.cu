@@ -17,10 +17,8 @@ bool few_tiles_long_k(const BmmProblem& p) {
 }
 
 // Whether a float32 product at full precision is small enough that the general kernel's single FMA per
-// product beats 3xTF32 on tensor cores, whose three passes and operand splitting have a fixed cost per
-// k-step that dominates when there is little work (a small MLP layer: 64 x 256 x 256 ran 15.7 us on
-// the Hopper 3xTF32 kernel, 10 us on the general kernel before its slabs were prefetched, 6.4 us on
-// cuBLAS's SIMT sgemm). TF32 ("high" precision) keeps the tensor cores.
+// product beats 3xTF32, whose fixed cost per k-step dominates when there is little work (timings in
+// NOTES.md, "General kernel and small float32 products"). TF32 ("high" precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
   constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24;
   return p.out.scalar_type() == at::kFloat && !float32_as_tf32() && p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds;

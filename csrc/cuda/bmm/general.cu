@@ -152,8 +152,8 @@ sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, 
 // How many ways to split K: enough blocks for about four per SM (a block has one slab's loads in flight
 // at a time: the other blocks of its SM hide what its arithmetic does not), each split at least
 // kMinSplitK deep (a slab of float32 accumulators, two of float64), and the partials (in the op-math type)
-// at most kMaxPartials elements. Small products want many short splits: a 64 x 256 x 256 product has four
-// output tiles, and four splits of one slab each took 8.4 us where one block per tile took 19.5 (NOTES).
+// at most kMaxPartials elements. Small products want many short splits rather than one block per tile
+// walking all of K (NOTES.md, "General kernel and small float32 products").
 constexpr int64_t kMinSplitK = 64, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
 int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
   const int64_t wanted = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
