@@ -397,3 +397,78 @@ def test_zip_mixed_dtype_grads_have_input_dtypes(fn, dtypes, device):
     # each gradient in its own input's dtype, within that dtype's rounding
     _ref_grad_close(ga, ga_ref, dtypes[0])
     _ref_grad_close(gb, gb_ref, dtypes[1])
+
+
+# ----------------------------------------------------------------------------------------- the autograd nodes
+
+# One call of each op whose backward reads saved values: an input (map sin, zip mul, reduce prod, bmm), the
+# op's own output (map exp, reduce max: saved without a reference to their node, recovered at unpack).
+SAVING_CALLS = {
+    "map sin": lambda x: ops.map(x, "sin"),
+    "map exp": lambda x: ops.map(x, "exp"),
+    "zip mul": lambda x: ops.zip(x, x.detach() + 1, "mul"),
+    "reduce prod": lambda x: ops.reduce(x, [1], "prod"),
+    "reduce max": lambda x: ops.reduce(x, [0], "max", True),
+    "bmm": lambda x: ops.bmm(x, x.detach().t() + 1),
+}
+
+
+@pytest.mark.parametrize("call", SAVING_CALLS)
+def test_second_backward_through_freed_graph_raises(call, device):
+    x = leaf((3, 3), device)
+    out = SAVING_CALLS[call](x).sum()
+    out.backward(retain_graph=True)
+    first = x.grad.clone()
+    out.backward()  # retained: runs again and accumulates
+    torch.testing.assert_close(x.grad, 2 * first)
+    with pytest.raises(RuntimeError, match="second time"):
+        out.backward()  # the saved values were released by the backward before
+
+
+@pytest.mark.parametrize("call", SAVING_CALLS)
+def test_saved_values_go_through_saved_tensor_hooks(call, device):
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t
+
+    def unpack(t):
+        unpacked.append(t.shape)
+        return t
+
+    x = leaf((3, 3), device)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        out = SAVING_CALLS[call](x).sum()
+    (g,) = torch.autograd.grad(out, x)
+    (g_plain,) = torch.autograd.grad(SAVING_CALLS[call](x).sum(), x)
+    assert packed and len(unpacked) == len(packed), (packed, unpacked)
+    torch.testing.assert_close(g, g_plain)
+
+
+def test_in_place_change_of_a_saved_input_is_detected(device):
+    x = leaf((3, 4), device)
+    y = x * 1
+    out = ops.map(y, "sin")
+    y.add_(1)  # sin's gradient reads y, which has changed since
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("call, name", [(lambda x: ops.map(x, "exp"), "tiles::MapBackward"),
+                                        (lambda x: ops.zip(x, x, "add"), "tiles::ZipBackward"),
+                                        (lambda x: ops.reduce(x, None, "sum"), "tiles::ReduceBackward"),
+                                        (lambda x: ops.bmm(x, x), "tiles::BmmBackward")])
+def test_nodes_are_named_and_point_at_their_inputs(call, name, device):
+    x = leaf((3, 3), device)
+    out = call(x)
+    assert out.grad_fn.name() == name
+    assert all(type(f).__name__ == "AccumulateGrad" for f, _ in out.grad_fn.next_functions)
+
+
+def test_gradient_only_for_the_operand_that_requires_it(device):
+    a, b = leaf((3, 4), device), make_tensor((4,), F64, device, "contiguous")
+    out = ops.zip(a, b, "mul")
+    (ga,) = torch.autograd.grad(out, a, torch.ones_like(out))
+    torch.testing.assert_close(ga, b.expand(3, 4))
+    assert b.grad is None and b.grad_fn is None

@@ -1,23 +1,30 @@
-// Autograd for the tiles operators: a torch::autograd::Function per op, registered at the Autograd
-// dispatch key, so a call with or without gradients never enters Python.
+// Autograd for the tiles operators: an autograd node per op, as ATen's generated code builds them,
+// registered at the Autograd dispatch key, so a call with or without gradients never enters Python.
+// (torch::autograd::Function did the same at about twice the cost per call: its node wraps every
+// output and keeps its saved values in a string-keyed map.)
 //
-// Each forward runs the backend kernel below autograd and saves only what its backward reads (map:
-// x or its output y, whichever the fn's derivative is written in; zip: the operands its gradient
-// formulas read; reduce sum/mean: nothing but sizes). A call that records no graph (grad mode off,
-// or no input requiring grad) goes straight to the kernel. The formulas are in derivatives.cpp.
-#include <torch/autograd.h>
+// A call that records a graph runs the backend kernel below autograd, then creates the node with the
+// inputs' gradient edges and only what its backward reads (map: x or its output y, whichever the fn's
+// derivative is written in; zip: the operands its gradient formulas read; reduce sum/mean: nothing but
+// sizes). A call that records no graph (grad mode off, or no input requiring grad) goes straight to the
+// kernel. The formulas are in derivatives.cpp.
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/library.h>
 
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "autograd/calls.h"
 #include "autograd/derivatives.h"
+#include "autograd/node.h"
 #include "binding/problems.h"
 
 namespace tiles::autograd {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::Function;
+using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 bool records_graph(std::initializer_list<const at::Tensor*> inputs) {
@@ -27,106 +34,156 @@ bool records_graph(std::initializer_list<const at::Tensor*> inputs) {
   return false;
 }
 
-class MapFunction : public Function<MapFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::string_view fn) {
-    const MapFn f = parse_map_fn("tiles::map", fn);
-    at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor y = calls::map(x, fn);
-    ctx->saved_data["fn"] = int64_t(f);
-    if (f != MapFn::Id && f != MapFn::Neg) ctx->save_for_backward({map_grad_uses_output(f) ? y : x});
-    return y;
+// A node's common part: its name, and the saved values released after a backward that does not retain
+// the graph (a second backward then fails in SavedVariable::unpack, as it does for ATen's nodes).
+template <size_t kSaved>
+struct TilesNode : Node {
+  explicit TilesNode(const char* name) : name_(name) {}
+  std::string name() const override { return name_; }
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (SavedVariable& s : saved_) s.reset_data();
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto f = MapFn(ctx->saved_data["fn"].toInt());
-    const variable_list saved = ctx->get_saved_variables();
-    return {map_grad(grads[0], saved.empty() ? at::Tensor() : saved[0], f), at::Tensor()};
+  // Saved value k, or an undefined tensor where none was saved.
+  at::Tensor saved(size_t k) {
+    return saved_output_[k] ? saved_[k].unpack(owning_ptr(this)) : saved_[k].unpack();
+  }
+  void save(size_t k, const at::Tensor& t, bool is_output) {
+    saved_[k] = SavedVariable(t, is_output);
+    saved_output_[k] = is_output;
+  }
+
+ private:
+  const char* name_;
+  SavedVariable saved_[kSaved];
+  bool saved_output_[kSaved] = {};
+};
+
+// Hands `out` to `node` as its output (history) after pointing the node at its inputs' gradient edges.
+template <class NodeT, class... Inputs>
+at::Tensor recorded(const NodeT& node, at::Tensor out, const Inputs&... inputs) {
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs...));
+  torch::autograd::set_history(out, node);
+  return out;
+}
+
+struct MapBackward : TilesNode<1> {
+  MapBackward() : TilesNode("tiles::MapBackward") {}
+  MapFn fn{};
+
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!grads[0].defined()) return {at::Tensor()};
+    return {map_grad(grads[0], saved(0), fn)};
   }
 };
 
-class ZipFunction : public Function<ZipFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, c10::string_view fn) {
-    const ZipFn f = parse_zip_fn("tiles::zip", fn);
+at::Tensor map_recorded(const at::Tensor& x, c10::string_view fn) {
+  const MapFn f = parse_map_fn("tiles::map", fn);
+  at::Tensor y;
+  {
     at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor out = calls::zip(a, b, fn);
-    ctx->saved_data["fn"] = int64_t(f);
-    // An operand's gradient is summed down to its shape and cast to its dtype only where those differ
-    // from the output's (a broadcast operand, a 0-dim constant of another dtype): say which, and how.
-    const at::Tensor* operands[2] = {&a, &b};
-    for (int k = 0; k < 2; ++k) {
-      if (operands[k]->sym_sizes() != out.sym_sizes()) ctx->saved_data[kSizes[k]] = operands[k]->sym_sizes();
-      if (operands[k]->scalar_type() != out.scalar_type()) ctx->saved_data[kDtypes[k]] = operands[k]->scalar_type();
-    }
-    const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
-    auto read = [&](int operand) {
-      return (grad_a && zip_grad_reads(f, 0, operand)) || (grad_b && zip_grad_reads(f, 1, operand));
-    };
-    ctx->save_for_backward({read(0) ? a : at::Tensor(), read(1) ? b : at::Tensor()});
-    return out;
+    y = calls::map(x, fn);
   }
+  auto node = make_node<MapBackward>();
+  node->fn = f;
+  recorded(node, y, x);
+  if (f != MapFn::Id && f != MapFn::Neg) {
+    const bool uses_output = map_grad_uses_output(f);
+    node->save(0, uses_output ? y : x, uses_output);
+  }
+  return y;
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto f = ZipFn(ctx->saved_data["fn"].toInt());
-    const variable_list saved = ctx->get_saved_variables();
-    variable_list out(3);
+struct ZipBackward : TilesNode<2> {
+  ZipBackward() : TilesNode("tiles::ZipBackward") {}
+  ZipFn fn{};
+  // An operand's gradient is summed down to its shape and cast to its dtype only where those differ
+  // from the output's (a broadcast operand, a 0-dim constant of another dtype).
+  std::optional<std::vector<c10::SymInt>> sizes[2];
+  std::optional<at::ScalarType> dtypes[2];
+
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    variable_list out(2);
+    if (!grads[0].defined()) return out;
+    const at::Tensor a = saved(0), b = saved(1);
     for (int which = 0; which < 2; ++which) {
-      if (!ctx->needs_input_grad(which)) continue;
-      at::Tensor g = zip_grad(grads[0], saved[0], saved[1], f, which);
+      if (!should_compute_output(which)) continue;
+      at::Tensor g = zip_grad(grads[0], a, b, fn, which);
       if (!g.defined()) continue;
-      auto sizes = ctx->saved_data.find(kSizes[which]);
-      if (sizes != ctx->saved_data.end()) g = autograd::sum_to(g, sizes->second.toSymIntVector());
-      auto dtype = ctx->saved_data.find(kDtypes[which]);
-      if (dtype != ctx->saved_data.end()) g = g.to(dtype->second.toScalarType());
+      if (sizes[which]) g = autograd::sum_to(g, *sizes[which]);
+      if (dtypes[which]) g = g.to(*dtypes[which]);
       out[which] = g;
     }
     return out;
   }
-
- private:
-  static constexpr const char* kSizes[2] = {"a_sizes", "b_sizes"};
-  static constexpr const char* kDtypes[2] = {"a_dtype", "b_dtype"};
 };
 
-class ReduceFunction : public Function<ReduceFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::OptionalIntArrayRef dim,
-                            c10::string_view fn, bool keepdim) {
-    const ReduceFn f = parse_reduce_fn("tiles::reduce", fn);
+at::Tensor zip_recorded(const at::Tensor& a, const at::Tensor& b, c10::string_view fn) {
+  const ZipFn f = parse_zip_fn("tiles::zip", fn);
+  at::Tensor out;
+  {
     at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor out = calls::reduce(x, dim, fn, keepdim);  // validates dim first
-    const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
-    std::vector<int64_t> dims;
-    for (int64_t d = 0; d < x.dim(); ++d)
-      if (reduced[d]) dims.push_back(d);
-    ctx->saved_data["fn"] = int64_t(f);
-    ctx->saved_data["dims"] = dims;
-    ctx->saved_data["keepdim"] = keepdim;
-    ctx->saved_data["x_sizes"] = x.sym_sizes();
-    ctx->saved_data["x_dtype"] = x.scalar_type();
-    if (f == ReduceFn::Prod) ctx->save_for_backward({x});
-    if (f == ReduceFn::Max || f == ReduceFn::Min) ctx->save_for_backward({x, out});
-    return out;
+    out = calls::zip(a, b, fn);
   }
+  auto node = make_node<ZipBackward>();
+  node->fn = f;
+  const at::Tensor* operands[2] = {&a, &b};
+  for (int k = 0; k < 2; ++k) {
+    if (operands[k]->sym_sizes() != out.sym_sizes()) node->sizes[k] = operands[k]->sym_sizes().vec();
+    if (operands[k]->scalar_type() != out.scalar_type()) node->dtypes[k] = operands[k]->scalar_type();
+  }
+  const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
+  for (int operand = 0; operand < 2; ++operand)
+    if ((grad_a && zip_grad_reads(f, 0, operand)) || (grad_b && zip_grad_reads(f, 1, operand)))
+      node->save(operand, *operands[operand], false);
+  return recorded(node, out, a, b);
+}
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto f = ReduceFn(ctx->saved_data["fn"].toInt());
-    const std::vector<int64_t> dims = ctx->saved_data["dims"].toIntVector();
-    const std::vector<c10::SymInt> x_sizes = ctx->saved_data["x_sizes"].toSymIntVector();
-    const variable_list saved = ctx->get_saved_variables();
-    at::Tensor grad = grads[0], x = saved.size() > 0 ? saved[0] : at::Tensor(),
-               out = saved.size() > 1 ? saved[1] : at::Tensor();
-    if (!ctx->saved_data["keepdim"].toBool()) {  // the reduced dims back as size 1: grad broadcasts against x
+struct ReduceBackward : TilesNode<2> {  // saved: x (prod, max, min) and the output (max, min)
+  ReduceBackward() : TilesNode("tiles::ReduceBackward") {}
+  ReduceFn fn{};
+  std::vector<int64_t> dims;  // the reduced dims of x
+  bool keepdim = false;
+  std::vector<c10::SymInt> x_sizes;
+  at::ScalarType x_dtype{};
+
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!grads[0].defined()) return {at::Tensor()};
+    at::Tensor grad = grads[0], x = saved(0), out = saved(1);
+    if (!keepdim) {  // the reduced dims back as size 1: grad broadcasts against x
       std::vector<c10::SymInt> kept = x_sizes;
       for (int64_t d : dims) kept[d] = 1;
       grad = grad.reshape_symint(kept);
       if (out.defined()) out = out.reshape_symint(kept);
     }
-    return {reduce_grad(grad, x, out, f, dims, x_sizes, ctx->saved_data["x_dtype"].toScalarType()), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    return {reduce_grad(grad, x, out, fn, dims, x_sizes, x_dtype)};
   }
 };
+
+at::Tensor reduce_recorded(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::string_view fn, bool keepdim) {
+  const ReduceFn f = parse_reduce_fn("tiles::reduce", fn);
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = calls::reduce(x, dim, fn, keepdim);  // validates dim first
+  }
+  auto node = make_node<ReduceBackward>();
+  node->fn = f;
+  const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (reduced[d]) node->dims.push_back(d);
+  node->keepdim = keepdim;
+  node->x_sizes = x.sym_sizes().vec();
+  node->x_dtype = x.scalar_type();
+  recorded(node, out, x);
+  if (f == ReduceFn::Prod || f == ReduceFn::Max || f == ReduceFn::Min) node->save(0, x, false);
+  if (f == ReduceFn::Max || f == ReduceFn::Min) node->save(1, out, true);
+  return out;
+}
 
 // A [B, ., .] gradient summed down to an operand's batch: 2-D, or a broadcast batch of one.
 at::Tensor sum_batch(const at::Tensor& grad, int64_t like_dim, const c10::SymInt& like_size0) {
@@ -134,56 +191,63 @@ at::Tensor sum_batch(const at::Tensor& grad, int64_t like_dim, const c10::SymInt
   return calls::reduce(grad, std::vector<int64_t>{0}, "sum", like_dim == 3);
 }
 
-class BmmFunction : public Function<BmmFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor out = calls::bmm(a, b);
-    ctx->saved_data["a_dim"] = a.dim();
-    ctx->saved_data["b_dim"] = b.dim();
-    ctx->saved_data["a_size0"] = a.sym_size(0);
-    ctx->saved_data["b_size0"] = b.sym_size(0);
-    // a's gradient reads b and b's reads a.
-    ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
+struct BmmBackward : TilesNode<2> {  // saved: a (read by b's gradient) and b (read by a's)
+  BmmBackward() : TilesNode("tiles::BmmBackward") {}
+  int64_t dims[2] = {};
+  c10::SymInt size0[2];
+
+  variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    variable_list out(2);
+    const at::Tensor& grad = grads[0];
+    if (!grad.defined()) return out;
+    const at::Tensor a = saved(0), b = saved(1);
+    if (should_compute_output(0))  // grad @ bᵀ, on a transposed view of b
+      out[0] = sum_batch(calls::bmm(grad, b.transpose(-1, -2)), dims[0], size0[0]);
+    if (should_compute_output(1))  // aᵀ @ grad
+      out[1] = sum_batch(calls::bmm(a.transpose(-1, -2), grad), dims[1], size0[1]);
     return out;
   }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &grad = grads[0], &a = saved[0], &b = saved[1];
-    at::Tensor ga, gb;
-    if (ctx->needs_input_grad(0))  // grad @ bᵀ, on a transposed view of b
-      ga = sum_batch(calls::bmm(grad, b.transpose(-1, -2)), ctx->saved_data["a_dim"].toInt(),
-                     ctx->saved_data["a_size0"].toSymInt());
-    if (ctx->needs_input_grad(1))  // aᵀ @ grad
-      gb = sum_batch(calls::bmm(a.transpose(-1, -2), grad), ctx->saved_data["b_dim"].toInt(),
-                     ctx->saved_data["b_size0"].toSymInt());
-    return {ga, gb};
-  }
 };
+
+at::Tensor bmm_recorded(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = calls::bmm(a, b);
+  }
+  auto node = make_node<BmmBackward>();
+  node->dims[0] = a.dim();
+  node->dims[1] = b.dim();
+  node->size0[0] = a.sym_size(0);
+  node->size0[1] = b.sym_size(0);
+  if (b.requires_grad()) node->save(0, a, false);
+  if (a.requires_grad()) node->save(1, b, false);
+  return recorded(node, out, a, b);
+}
 
 // ---- the Autograd-key kernels -----------------------------------------------------------------------
 
 at::Tensor map_autograd(const at::Tensor& x, c10::string_view fn) {
-  if (records_graph({&x})) return MapFunction::apply(x, fn);
+  if (records_graph({&x})) return map_recorded(x, fn);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::map(x, fn);
 }
 
 at::Tensor zip_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view fn) {
-  if (records_graph({&a, &b})) return ZipFunction::apply(a, b, fn);
+  if (records_graph({&a, &b})) return zip_recorded(a, b, fn);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::zip(a, b, fn);
 }
 
 at::Tensor reduce_autograd(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::string_view fn, bool keepdim) {
-  if (records_graph({&x})) return ReduceFunction::apply(x, dim, fn, keepdim);
+  if (records_graph({&x})) return reduce_recorded(x, dim, fn, keepdim);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::reduce(x, dim, fn, keepdim);
 }
 
 at::Tensor bmm_autograd(const at::Tensor& a, const at::Tensor& b) {
-  if (records_graph({&a, &b})) return BmmFunction::apply(a, b);
+  if (records_graph({&a, &b})) return bmm_recorded(a, b);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::bmm(a, b);
 }
