@@ -268,7 +268,7 @@ ZIP_DOMAIN.update({fn: ("coarse", "coarse") for fn in COMPARE_FNS})
 # Zip fns whose result is exactly one input value or 0/1: must match the reference bit for bit.
 ZIP_EXACT = set(COMPARE_FNS) | {"max", "min"}
 
-REDUCE_DOMAIN = {"sum": "real", "mean": "real", "prod": "near_one", "max": "grid", "min": "grid"}
+REDUCE_DOMAIN = {"sum": "real", "mean": "real", "prod": "near_one", "max": "grid", "min": "grid", "logsumexp": "real"}
 
 
 def normalize_dims(dim, rank):
@@ -281,7 +281,7 @@ def normalize_dims(dim, rank):
 
 
 def ref_reduce(x64, dim, fn, keepdim=False):
-    """float64 reference for tiles::reduce, built from torch.sum/mean/prod/amax/amin over one
+    """float64 reference for tiles::reduce, built from torch.sum/mean/prod/amax/amin/logsumexp over one
     flattened trailing dim (torch.prod takes only one dim)."""
     rank = x64.dim()
     if rank == 0:
@@ -291,7 +291,7 @@ def ref_reduce(x64, dim, fn, keepdim=False):
     reduced_numel = math.prod(x64.shape[d] for d in dims)
     flat = x64.permute(kept + dims).reshape([x64.shape[d] for d in kept] + [reduced_numel])
     op = {"sum": torch.sum, "mean": torch.mean, "prod": torch.prod,
-          "max": torch.amax, "min": torch.amin}[fn]
+          "max": torch.amax, "min": torch.amin, "logsumexp": torch.logsumexp}[fn]
     out = op(flat, dim=-1)
     if keepdim:
         out = out.reshape([1 if d in dims else x64.shape[d] for d in range(rank)])
@@ -303,7 +303,9 @@ def assert_reduce_close(out, x, dim, fn, keepdim=False):
 
     sum/mean: |out - ref| <= rtol * (sum or mean of |x| over the reduced elements) + atol, which is
     the natural error scale of a floating-point sum (cancellation makes a relative bound on the result
-    itself meaningless).  prod: relative.  max/min: exact (the result is one of the inputs)."""
+    itself meaningless).  prod: relative.  max/min: exact (the result is one of the inputs).
+    logsumexp: |out - ref| <= rtol * logsumexp(|x|), at least rtol: the result's own magnitude, up to the
+    log of the count (an empty reduction gives -inf, compared as it is)."""
     x64 = x.detach().double().cpu()
     ref = ref_reduce(x64, dim, fn, keepdim)
     assert out.dtype == x.dtype, (out.dtype, x.dtype)
@@ -314,6 +316,11 @@ def assert_reduce_close(out, x, dim, fn, keepdim=False):
         assert_close_to_ref(out, ref, exact=True)
     elif fn == "prod":
         assert_close_to_ref(out, ref, x.dtype)
+    elif fn == "logsumexp":
+        scale = ref_reduce(x64.abs(), dim, fn, keepdim).clamp_min(1.0)
+        torch.testing.assert_close(out.detach().double().cpu() / scale, ref / scale, rtol=0.0,
+                                   atol=TOL[x.dtype].rtol, equal_nan=True,
+                                   msg=lambda m: f"{fn} over dim={dim}, values scaled by 1/logsumexp|x|:\n{m}")
     else:
         tol = TOL[x.dtype]
         # (an empty reduction has scale 0, or NaN for mean: then compare the values as they are)

@@ -177,7 +177,7 @@ def test_comparison_inside_differentiable_expression(device):
 # -------------------------------------------------------------------------------------- reduce
 
 REDUCE_GRAD_DIMS = {"None": None, "1": [1], "0,2": [0, 2], "-1": [-1], "all": [0, 1, 2]}
-REDUCE_GRAD_DOMAIN = {"sum": "real", "mean": "real", "prod": "near_one", "max": "real", "min": "real"}
+REDUCE_GRAD_DOMAIN = {"sum": "real", "mean": "real", "prod": "near_one", "max": "real", "min": "real", "logsumexp": "real"}
 
 
 @pytest.mark.parametrize("keepdim", [False, True], ids=["nokeep", "keepdim"])

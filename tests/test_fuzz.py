@@ -567,7 +567,7 @@ def test_wide_elementwise_and_reduce(device, data):
 # (helpers.MAP_DOMAIN); max / min on continuous values, so no ties between a and b
 ZIP_GRAD_DOMAIN = {fn: ("real", "real") for fn in ZIP_FNS}
 ZIP_GRAD_DOMAIN.update(div=("real", "nonzero"), pow=("positive", "real"))
-REDUCE_GRAD_DOMAIN = {"sum": "real", "mean": "real", "max": "real", "min": "real"}
+REDUCE_GRAD_DOMAIN = {"sum": "real", "mean": "real", "max": "real", "min": "real", "logsumexp": "real"}
 
 
 @pytest.mark.parametrize("fn", MAP_FNS)

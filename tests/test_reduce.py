@@ -81,12 +81,12 @@ EMPTY_CASES = {
     "2x0x5_dim1_keepdim": ((2, 0, 5), [1], True, (2, 1, 5)),
     "2x0x5_dims_1_2": ((2, 0, 5), [-2, 2], False, (2,)),
 }
-EMPTY_FILL = {"sum": 0.0, "prod": 1.0, "mean": NAN}
+EMPTY_FILL = {"sum": 0.0, "prod": 1.0, "mean": NAN, "logsumexp": -float("inf")}
 
 
 @pytest.mark.parametrize("case", EMPTY_CASES.values(), ids=EMPTY_CASES.keys())
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("fn", ["sum", "prod", "mean"])
+@pytest.mark.parametrize("fn", ["sum", "prod", "mean", "logsumexp"])
 def test_reduce_over_empty_dim(fn, dtype, case, device):
     shape, dim, keepdim, expected_shape = case
     x = make_tensor(shape, dtype, device)
@@ -327,3 +327,30 @@ def test_reduce_python_wrapper_accepts_int_dim(fn, device):
     assert_reduce_close(out, x, [2, 0], fn)
     out = torch_tiles.reduce(x, None, fn)
     assert_reduce_close(out, x, None, fn)
+
+
+# ---- logsumexp: one pass over a running (max, sum) -----------------------------------------------
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape, dim", [((64, 10), [1]), ((3, 70000), [1]), ((8, 1 << 17), [1]), ((5000, 96), [0]),
+                                        ((3, 70000), [0]), ((9, 7, 5), [0, 2]), ((1 << 20,), None)],
+                         ids=["short_rows", "long_rows", "split_rows", "columns", "split_columns", "generic", "all"])
+def test_logsumexp_of_large_values_matches_torch(shape, dim, dtype, device):
+    # Values far beyond exp's range (exp(300) overflows float32, exp(800) float64): only a running max
+    # keeps the sum finite. Every kernel shape: short and long rows, rows split across blocks, columns,
+    # strided dims and the whole tensor.
+    x = (make_tensor(shape, torch.float64, device) * 800).to(dtype)
+    out = reduce(x, dim, "logsumexp")
+    assert torch.isfinite(out).all()
+    assert_reduce_close(out, x, dim, "logsumexp")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
+def test_logsumexp_infinities_and_nan_like_torch(dtype, device):
+    inf, nan = float("inf"), float("nan")
+    rows = [[1.0, inf, 2.0], [inf, inf, 0.0], [-inf, -inf, -inf], [-inf, 3.0, -inf], [1.0, nan, inf],
+            [-inf, nan, 2.0], [inf, -inf, 5.0]]
+    x = torch.tensor(rows, dtype=dtype, device=device)
+    ref = torch.logsumexp(torch.tensor(rows, dtype=torch.float64), dim=1)
+    for layout in (x, x.t().contiguous().t()):  # rows, then the same values down strided columns
+        assert_close_to_ref(reduce(layout, [1], "logsumexp"), ref, exact=True)

@@ -149,6 +149,7 @@ at::Tensor reduce_grad(const at::Tensor& grad, const at::Tensor& x, const at::Te
       gx = times(zip_op(grad, calls::reduce(hit, dims, "sum", true), "div"), hit);
       break;
     }
+    case ReduceFn::LogSumExp: gx = times(grad, map_op(zip_op(x, out, "sub"), "exp")); break;  // softmax(x) grad
     case ReduceFn::kCount: TORCH_INTERNAL_ASSERT(false, "unhandled ReduceFn");
   }
   // Only a 0-dim grad can have been promoted by a 0-dim constant.

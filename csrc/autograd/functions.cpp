@@ -142,7 +142,7 @@ at::Tensor zip_recorded(const at::Tensor& a, const at::Tensor& b, c10::string_vi
   return recorded(node, out, a, b);
 }
 
-struct ReduceBackward : TilesNode<2> {  // saved: x (prod, max, min) and the output (max, min)
+struct ReduceBackward : TilesNode<2> {  // saved: x (all but sum, mean) and the output (max, min, logsumexp)
   ReduceBackward() : TilesNode("tiles::ReduceBackward") {}
   ReduceFn fn{};
   std::vector<int64_t> dims;  // the reduced dims of x
@@ -180,8 +180,9 @@ at::Tensor reduce_recorded(const at::Tensor& x, at::OptionalIntArrayRef dim, c10
   node->x_sizes = x.sym_sizes().vec();
   node->x_dtype = x.scalar_type();
   recorded(node, out, x);
-  if (f == ReduceFn::Prod || f == ReduceFn::Max || f == ReduceFn::Min) node->save(0, x, false);
-  if (f == ReduceFn::Max || f == ReduceFn::Min) node->save(1, out, true);
+  const bool reads_out = f == ReduceFn::Max || f == ReduceFn::Min || f == ReduceFn::LogSumExp;
+  if (reads_out || f == ReduceFn::Prod) node->save(0, x, false);
+  if (reads_out) node->save(1, out, true);
   return out;
 }
 

@@ -7,7 +7,8 @@
 // values all err the same way (n ulps after n elements); in double that drift stays far below one
 // float32 ulp of the result. Along rows, float sums first add 8 vectors pairwise in float (3 ulps of
 // their magnitudes at most) and widen only that, so the conversions cost a quarter of the loads.
-// Max and min are exact in any order and run in the op-math type.
+// Max and min are exact in any order and run in the op-math type. Logsumexp, whose state is a pair,
+// has a loop of its own (logsumexp_kernel).
 //
 // Three shapes of work (simd_body.h has the loops):
 //   rows     the innermost reduced dim has unit stride: each chunk is summed along it with 4 vector
@@ -26,6 +27,7 @@
 
 #include "binding/dispatch.h"
 #include "cpu/kernels.h"
+#include "cpu/loops.h"
 #include "cpu/simd.h"
 
 namespace tiles::cpu {
@@ -129,11 +131,34 @@ void reduce_kernel(const ReduceProblem& p) {
   }
 }
 
+// logsumexp: a (max, sum) state in double per output, its elements in order along runs of the innermost
+// dim; outputs are split across threads, so the result does not depend on the thread count either.
+template <class scalar_t>
+void logsumexp_kernel(const ReduceProblem& p) {
+  using R = Reducer<ReduceFn::LogSumExp, double>;
+  const scalar_t* x = p.x.const_data_ptr<scalar_t>();
+  scalar_t* out = p.out.data_ptr<scalar_t>();
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
+  parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      const scalar_t* slice = x + p.outer.offsets(o)[0];
+      R::Acc acc = R::identity();
+      for_each_run(p.inner, 0, p.num_in, [&](int64_t, auto off, int64_t count, auto step) {
+        for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, R::lift(double(slice[off[0] + j * step[0]])));
+      });
+      out[o] = scalar_t(opmath_t<scalar_t>(R::finish(acc, p.num_in)));
+    }
+  });
+}
+
 }  // namespace
 
 void reduce(const ReduceProblem& p) {
   TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::reduce", [&] {
-    dispatch_fn(p.fn, [&](auto fn) { reduce_kernel<scalar_t, decltype(fn)::value>(p); });
+    dispatch_fn(p.fn, [&](auto fn) {
+      if constexpr (decltype(fn)::value == ReduceFn::LogSumExp) logsumexp_kernel<scalar_t>(p);
+      else reduce_kernel<scalar_t, decltype(fn)::value>(p);
+    });
   });
 }
 

@@ -652,10 +652,18 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
   }
 }
 
+// The reductions whose state is one number: logsumexp's is a (max, sum) pair, and reduce.cpp runs it.
+template <class F>
+void with_scalar_reduce_fn(ReduceFn fn, F&& f) {
+  with_fn(fn, [&](auto c) {
+    if constexpr (decltype(c)::value != ReduceFn::LogSumExp) f(c);
+  });
+}
+
 double reduce_span(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end) {
   double result = 0;
   with_dtype(r.dtype, [&](auto s) {
-    with_fn(r.fn, [&](auto fn) {
+    with_scalar_reduce_fn(r.fn, [&](auto fn) {
       result = reduce_span_typed<decltype(fn)::value, decltype(s)>(r, base, begin, end);
     });
   });
@@ -665,7 +673,7 @@ double reduce_span(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end
 void reduce_rows(const ReduceArgs& r, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
                  double* result) {
   with_dtype(r.dtype, [&](auto s) {
-    with_fn(r.fn, [&](auto fn) {
+    with_scalar_reduce_fn(r.fn, [&](auto fn) {
       reduce_rows_typed<decltype(fn)::value, decltype(s)>(r, outer, begin, end, n, result);
     });
   });
@@ -674,7 +682,7 @@ void reduce_rows(const ReduceArgs& r, const StridedIndexer<1>& outer, int64_t be
 void reduce_cols(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
                  double* partial) {
   with_dtype(r.dtype, [&](auto s) {
-    with_fn(r.fn, [&](auto fn) {
+    with_scalar_reduce_fn(r.fn, [&](auto fn) {
       reduce_cols_typed<decltype(fn)::value, decltype(s)>(r, base, cols, begin, end, partial);
     });
   });

@@ -35,11 +35,23 @@ constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get 
 constexpr int64_t kSegmentVectors = 4096;
 constexpr int64_t kMaxSplitBlocksPerSm = 128;
 
+// The accumulator of reduction F over scalar_t: the op-math type, or a (max, sum) pair for logsumexp.
+template <class scalar_t, ReduceFn F>
+using acc_t = typename Reducer<F, opmath_t<scalar_t>>::Acc;
+
+template <class T>
+__device__ __forceinline__ T shuffle_xor(T v, int offset, int width) {
+  return __shfl_xor_sync(0xffffffffu, v, offset, width);
+}
+template <class T>
+__device__ __forceinline__ MaxSum<T> shuffle_xor(MaxSum<T> v, int offset, int width) {
+  return {shuffle_xor(v.max, offset, width), shuffle_xor(v.sum, offset, width)};
+}
+
 // Combines v across aligned groups of `width` lanes (a power of two <= 32); every lane gets the result.
 template <class R, class Acc>
 __device__ __forceinline__ Acc group_reduce(Acc v, int width) {
-  for (int offset = width / 2; offset > 0; offset /= 2)
-    v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset, width));
+  for (int offset = width / 2; offset > 0; offset /= 2) v = R::combine(v, shuffle_xor(v, offset, width));
   return v;
 }
 
@@ -72,7 +84,7 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v[u].v[e]));
+      for (int e = 0; e < VEC; ++e) acc = R::combine(acc, R::lift(v[u].v[e]));
   }
   if (c < n_vec) {
     V v[kUnroll];
@@ -83,7 +95,7 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
     for (int u = 0; u < kUnroll; ++u)
       if (c + u * stride < n_vec)
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc = R::combine(acc, Acc(v[u].v[e]));
+        for (int e = 0; e < VEC; ++e) acc = R::combine(acc, R::lift(v[u].v[e]));
   }
   return acc;
 }
@@ -95,8 +107,8 @@ template <class scalar_t, ReduceFn F, int VEC>
 __global__ void __launch_bounds__(kThreads)
 short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
                   int64_t num_out, int64_t num_in, int width) {
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   const int rows_per_block = kThreads / width;
   const int lane = threadIdx.x % width;
   for (int64_t base = int64_t(blockIdx.x) * rows_per_block; base < num_out; base += int64_t(gridDim.x) * rows_per_block) {
@@ -114,10 +126,10 @@ short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, St
 // Segment s of a row is its vectors [s * seg_vec, (s + 1) * seg_vec), the block's threads striding over them.
 template <class scalar_t, ReduceFn F, int VEC>
 __global__ void __launch_bounds__(kThreads)
-long_rows_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ partial, const scalar_t* __restrict__ x,
+long_rows_kernel(scalar_t* __restrict__ out, acc_t<scalar_t, F>* __restrict__ partial, const scalar_t* __restrict__ x,
                  StridedIndexer<1> outer, int64_t num_out, int64_t num_in, int64_t segments, int64_t seg_vec) {
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   const int64_t n_vec = num_in / VEC;
   for (int64_t job = blockIdx.x; job < num_out * segments; job += gridDim.x) {
     const int64_t o = job / segments, s = job % segments;
@@ -139,11 +151,11 @@ constexpr int kPortableCluster = 8, kMaxCluster = 16;  // blocks per thread bloc
 // The segments' totals meet in the shared memory of their cluster's first block (kCluster: a cluster
 // of `segments` blocks along y, block rank = segment), which combines them in segment order.
 template <class scalar_t, ReduceFn F, int VEC>
-__device__ __forceinline__ void combine_cluster(scalar_t* __restrict__ out, opmath_t<scalar_t>* totals,
+__device__ __forceinline__ void combine_cluster(scalar_t* __restrict__ out, acc_t<scalar_t, F>* totals,
                                                 int64_t num_cols, int64_t num_rows, int segments) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's totals are staged
@@ -170,10 +182,10 @@ __device__ __forceinline__ void combine_cluster(scalar_t* __restrict__ out, opma
 // Without kCluster, segments > 1 write partials for finish_kernel.
 template <class scalar_t, ReduceFn F, int VEC, bool kCluster>
 __global__ void __launch_bounds__(kColThreads * kColRows)
-columns_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ partial, const scalar_t* __restrict__ x,
+columns_kernel(scalar_t* __restrict__ out, acc_t<scalar_t, F>* __restrict__ partial, const scalar_t* __restrict__ x,
                int64_t num_cols, int64_t num_rows, int64_t row_stride, int64_t segments) {
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   using V = Vec<scalar_t, VEC>;
   __shared__ Acc staged[kColRows][kColThreads * VEC];
   const int64_t cv = int64_t(blockIdx.x) * kColThreads + threadIdx.x;  // this thread's column vector
@@ -193,12 +205,12 @@ columns_kernel(scalar_t* __restrict__ out, opmath_t<scalar_t>* __restrict__ part
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], Acc(v[u].v[e]));
+          for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], R::lift(v[u].v[e]));
       }
       for (; r < end; r += kColRows) {
         const V v = reinterpret_cast<const V*>(x + r * row_stride)[cv];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], Acc(v.v[e]));
+        for (int e = 0; e < VEC; ++e) acc[e] = R::combine(acc[e], R::lift(v.v[e]));
       }
     }
     // Combine the kColRows row groups in a fixed order.
@@ -229,10 +241,10 @@ constexpr int kFinishThreads = 1024;  // at most, per block
 
 template <class scalar_t, ReduceFn F>
 __global__ void __launch_bounds__(kFinishThreads)
-finish_kernel(scalar_t* __restrict__ out, const opmath_t<scalar_t>* __restrict__ partial, int64_t num_out,
+finish_kernel(scalar_t* __restrict__ out, const acc_t<scalar_t, F>* __restrict__ partial, int64_t num_out,
               int64_t segments, int64_t count, bool block_per_output) {
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   if (block_per_output) {
     for (int64_t o = blockIdx.x; o < num_out; o += gridDim.x) {
       Acc acc = R::identity();
@@ -263,12 +275,12 @@ template <class scalar_t, ReduceFn F>
 __global__ void __launch_bounds__(kThreads)
 generic_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
                StridedIndexer<1> inner, int64_t num_out, int64_t num_in) {
-  using Acc = opmath_t<scalar_t>;
-  using R = Reducer<F, Acc>;
+  using R = Reducer<F, opmath_t<scalar_t>>;
+  using Acc = typename R::Acc;
   for (int64_t o = blockIdx.x; o < num_out; o += gridDim.x) {
     const scalar_t* slice = x + outer.offsets(o)[0];
     Acc acc = R::identity();
-    for (int64_t j = threadIdx.x; j < num_in; j += blockDim.x) acc = R::combine(acc, Acc(slice[inner.offsets(j)[0]]));
+    for (int64_t j = threadIdx.x; j < num_in; j += blockDim.x) acc = R::combine(acc, R::lift(slice[inner.offsets(j)[0]]));
     acc = block_reduce<R>(acc);
     if (threadIdx.x == 0) out[o] = scalar_t(R::finish(acc, num_in));
   }
@@ -276,10 +288,18 @@ generic_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, Strid
 
 // ---- host side ------------------------------------------------------------------------------------
 
-template <class scalar_t>
+// Room for `segments` partial accumulators per output, from the caching allocator.
+template <class scalar_t, ReduceFn F>
 at::Tensor partials(const ReduceProblem& p, int64_t segments) {
-  const auto acc_dtype = std::is_same_v<opmath_t<scalar_t>, double> ? at::kDouble : at::kFloat;
-  return at::empty({segments * p.num_out}, p.x.options().dtype(acc_dtype));  // caching allocator
+  using T = opmath_t<scalar_t>;
+  static_assert(sizeof(acc_t<scalar_t, F>) % sizeof(T) == 0);
+  const auto dtype = std::is_same_v<T, double> ? at::kDouble : at::kFloat;
+  return at::empty({segments * p.num_out * int64_t(sizeof(acc_t<scalar_t, F>) / sizeof(T))}, p.x.options().dtype(dtype));
+}
+
+template <class scalar_t, ReduceFn F>
+acc_t<scalar_t, F>* partial_ptr(const at::Tensor& part) {
+  return part.defined() ? reinterpret_cast<acc_t<scalar_t, F>*>(part.data_ptr()) : nullptr;
 }
 
 template <class scalar_t, ReduceFn F>
@@ -291,7 +311,7 @@ void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   const int threads = block_per_output ? int(std::min<int64_t>(kFinishThreads, (loaders + kWarp - 1) / kWarp * kWarp))
                                        : kThreads;
   finish_kernel<scalar_t, F><<<blocks, threads, 0, current_stream()>>>(
-      p.out.data_ptr<scalar_t>(), part.const_data_ptr<opmath_t<scalar_t>>(), p.num_out, segments, p.num_in,
+      p.out.data_ptr<scalar_t>(), partial_ptr<scalar_t, F>(part), p.num_out, segments, p.num_in,
       block_per_output);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -324,11 +344,11 @@ void launch_rows(const ReduceProblem& p) {
     seg_vec = (n_vec + segments - 1) / segments;
     segments = (n_vec + seg_vec - 1) / seg_vec;  // all seg_vec long but the last: none left empty
   }
-  at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
+  at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
   const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
   long_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(
-      out, segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr, x, p.outer, p.num_out, p.num_in, segments,
+      out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments,
       seg_vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
@@ -372,14 +392,14 @@ void launch_columns(const ReduceProblem& p, int64_t row_stride) {
     const ClusterLaunch launch(dim3(unsigned(col_blocks), unsigned(cluster)), dim3(kColThreads, kColRows),
                                unsigned(cluster), current_stream());
     C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, columns_kernel<scalar_t, F, VEC, true>, out,
-                                      static_cast<opmath_t<scalar_t>*>(nullptr), x, p.num_out, p.num_in, row_stride,
+                                      static_cast<acc_t<scalar_t, F>*>(nullptr), x, p.num_out, p.num_in, row_stride,
                                       int64_t(cluster)));
     return;
   }
-  at::Tensor part = segments > 1 ? partials<scalar_t>(p, segments) : at::Tensor();
+  at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   const dim3 grid(unsigned(col_blocks), unsigned(std::min<int64_t>(segments, 65535)));
   columns_kernel<scalar_t, F, VEC, false><<<grid, dim3(kColThreads, kColRows), 0, current_stream()>>>(
-      out, segments > 1 ? part.data_ptr<opmath_t<scalar_t>>() : nullptr, x, p.num_out, p.num_in, row_stride, segments);
+      out, partial_ptr<scalar_t, F>(part), x, p.num_out, p.num_in, row_stride, segments);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }

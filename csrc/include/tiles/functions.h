@@ -14,7 +14,7 @@ enum class MapFn : int {
 enum class ZipFn : int {
   Add, Sub, Mul, Div, Max, Min, Pow, Lt, Le, Gt, Ge, Eq, Ne, kCount
 };
-enum class ReduceFn : int { Sum, Mean, Prod, Max, Min, kCount };
+enum class ReduceFn : int { Sum, Mean, Prod, Max, Min, LogSumExp, kCount };
 
 // Names in enum order: the strings users pass as `fn`.
 inline constexpr const char* kMapFnNames[] = {
@@ -22,7 +22,7 @@ inline constexpr const char* kMapFnNames[] = {
     "sigmoid", "relu", "tanh", "gelu", "silu", "sin", "cos", "erf"};
 inline constexpr const char* kZipFnNames[] = {
     "add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne"};
-inline constexpr const char* kReduceFnNames[] = {"sum", "mean", "prod", "max", "min"};
+inline constexpr const char* kReduceFnNames[] = {"sum", "mean", "prod", "max", "min", "logsumexp"};
 
 static_assert(sizeof(kMapFnNames) / sizeof(char*) == int(MapFn::kCount));
 static_assert(sizeof(kZipFnNames) / sizeof(char*) == int(ZipFn::kCount));
@@ -152,27 +152,55 @@ TILES_HD T zip_grad(T g, T a, T b) {
   }
 }
 
-// A reduction as (identity, combine, finish). Mean accumulates like Sum and divides at the end;
-// Max/Min propagate NaN like torch.amax / torch.amin. `combine` must be associative for the split
-// (tree / chunked) evaluation orders the kernels use; it is, up to floating-point rounding.
-template <ReduceFn F, class Acc>
+// A reduction as (identity, lift, combine, finish) over an accumulator `Acc`: lift turns an element
+// (op-math type T) into an accumulator, finish an accumulator into the result. Mean accumulates like
+// Sum and divides at the end; Max/Min propagate NaN like torch.amax / torch.amin. `combine` must be
+// associative for the split (tree / chunked) evaluation orders the kernels use; it is, up to rounding.
+template <ReduceFn F, class T>
 struct Reducer {
+  using Acc = T;
   static TILES_HD Acc identity() {
     if constexpr (F == ReduceFn::Prod) return Acc(1);
     else if constexpr (F == ReduceFn::Max) return -INFINITY;
     else if constexpr (F == ReduceFn::Min) return INFINITY;
     else return Acc(0);
   }
+  template <class X>
+  static TILES_HD Acc lift(X x) { return Acc(x); }
   static TILES_HD Acc combine(Acc a, Acc b) {
     if constexpr (F == ReduceFn::Prod) return a * b;
     else if constexpr (F == ReduceFn::Max) return apply_zip<ZipFn::Max>(a, b);
     else if constexpr (F == ReduceFn::Min) return apply_zip<ZipFn::Min>(a, b);
     else return a + b;
   }
-  static TILES_HD Acc finish(Acc a, int64_t count) {
+  static TILES_HD T finish(Acc a, int64_t count) {
     if constexpr (F == ReduceFn::Mean) return a / Acc(count);  // 0 / 0 = NaN for an empty mean
     else return a;
   }
+};
+
+// log(sum(exp(x))) in one pass: the largest element so far and the sum of exp(element - largest).
+template <class T>
+struct MaxSum {
+  T max, sum;
+};
+
+template <class T>
+struct Reducer<ReduceFn::LogSumExp, T> {
+  using Acc = MaxSum<T>;
+  static TILES_HD Acc identity() { return {T(-INFINITY), T(0)}; }
+  template <class X>
+  static TILES_HD Acc lift(X x) { return {T(x), T(1)}; }
+  // Rescales the smaller state to the larger max: one exp per element. Equal maxes (also two infinities
+  // of one sign, whose difference would be NaN) add; a NaN max wins neither compare and stays NaN.
+  static TILES_HD Acc combine(Acc a, Acc b) {
+    if (a.max == b.max) return {a.max, a.sum + b.sum};
+    const bool b_larger = b.max > a.max;
+    const Acc hi = b_larger ? b : a, lo = b_larger ? a : b;
+    return {hi.max, hi.sum + lo.sum * math::exp(lo.max - hi.max)};
+  }
+  // Over no elements: log(0) + -inf = -inf, as torch.logsumexp.
+  static TILES_HD T finish(Acc a, int64_t) { return math::log(a.sum) + a.max; }
 };
 
 }  // namespace tiles
