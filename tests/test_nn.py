@@ -141,6 +141,17 @@ def test_cross_entropy_double_backward():
     assert torch.autograd.gradgradcheck(lambda t: F.cross_entropy(t, target), (logits,))
 
 
+def test_cross_entropy_target_out_of_range_is_not_checked(device):
+    # As the README says: no range check (a host sync); a target that selects no class adds its row's
+    # logsumexp(logits - max(logits)), the loss a class with the row's largest logit would have.
+    logits = torch.randn(3, 4, device=device, dtype=torch.float64)
+    target = torch.tensor([1, 7, -1], device=device)
+    rows = F.cross_entropy(logits, target, reduction="none")
+    z = logits - logits.amax(1, keepdim=True)
+    expected = torch.logsumexp(z, 1) - torch.where(target == 1, z[:, 1], 0.0)
+    torch.testing.assert_close(rows, expected)
+
+
 def test_cross_entropy_rejects_bad_shapes():
     with pytest.raises(ValueError, match="logits"):
         F.cross_entropy(torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long))

@@ -149,18 +149,57 @@ class _Softmax(_SavesOutput):
 
 
 class _LogSoftmax(_SavesOutput):
-    """log_softmax with a backward written in tiles ops: grad_x = g - exp(out) sum(g); see _Softmax."""
+    """log_softmax with a backward written in tiles ops: grad_x = g - exp(out) sum(g); see _Softmax.
+
+    The forward is z - logsumexp(z) on the max-shifted z, whose subtraction keeps the result accurate to
+    its own size (x - logsumexp(x) would carry logsumexp's rounding, on the scale of the largest x).
+    """
 
     @staticmethod
     def forward(x, dim):
         z = _shifted(x, dim)
-        return _zip(z, _map(_reduce(_map(z, "exp"), [dim], "sum", True), "log"), "sub")
+        return _zip(z, _reduce(z, [dim], "logsumexp", True), "sub")
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
         total = _reduce(g, [ctx.dim], "sum", True)
         return _zip(g, _zip(_map(out, "exp"), total, "mul"), "sub"), None
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """Each row's -log softmax(logits)[target], as logsumexp(z) - sum(z * one_hot) on z = logits - max,
+    with the backward (softmax(logits) - one_hot) * grad = (exp(z - logsumexp(z)) - one_hot) * grad.
+
+    A Function of its own because autograd through those ops would see z used twice and sum its two
+    gradients with a native add, and would take more launches: this is six kernels forward and four
+    backward. z and logsumexp(z) come out of the forward as non-differentiable outputs, so the backward
+    reads them; when a gradient of the gradient is asked for, it computes them again from the logits with
+    recorded tiles ops, so double backward is exact (the max is detached: softmax does not depend on it).
+    """
+
+    @staticmethod
+    def forward(logits, one_hot):
+        z = _shifted(logits, 1)
+        lse = _reduce(z, [1], "logsumexp", True)
+        rows = _zip(lse, _reduce(_zip(z, one_hot, "mul"), [1], "sum", True), "sub")
+        return rows.squeeze(1), z, lse
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, z, lse = output
+        ctx.mark_non_differentiable(z, lse)
+        ctx.set_materialize_grads(False)  # no zeros for z's and lse's (absent) gradients
+        ctx.save_for_backward(inputs[0], inputs[1], z, lse)
+
+    @staticmethod
+    def backward(ctx, g, _z, _lse):
+        logits, one_hot, z, lse = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: the same values, recorded
+            z = _zip(logits, _reduce(logits, [1], "max", True).detach(), "sub")
+            lse = _reduce(z, [1], "logsumexp", True)
+        p = _map(_zip(z, lse, "sub"), "exp")
+        return _zip(_zip(p, one_hot, "sub"), g.unsqueeze(1), "mul"), None
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -193,7 +232,10 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     The target's one-hot mask is made by a tiles zip "eq" of the targets against 0..C-1 (in float32,
     which holds class indices exactly where bfloat16 would not past 256), so the loss needs no gather
     and no host sync and can be captured in a CUDA graph. Unlike PyTorch, targets are not range-checked
-    (that would need a sync): a target outside [0, C) contributes a loss of 0.
+    (that would need a sync): a target outside [0, C) contributes logsumexp(logits - max(logits)).
+
+    Each row's loss is logsumexp(z) - z[target] on z = logits - max(logits), and its gradient
+    (softmax(logits) - one_hot) * grad, each in as few tiles calls as the formula allows (_CrossEntropy).
     """
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
         raise ValueError(f"cross_entropy expects logits [N, C] and target [N], got {list(logits.shape)} "
@@ -203,8 +245,7 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
                         f"{target.dtype}; class probabilities are not supported")
     classes = torch.arange(logits.shape[1], device=logits.device, dtype=torch.float32)
     one_hot = _zip(target.to(torch.float32).unsqueeze(1), classes, "eq").to(logits.dtype)
-    picked = _reduce(_zip(log_softmax(logits, 1), one_hot, "mul"), [1], "sum")
-    return _reduce_loss(_map(picked, "neg"), reduction)
+    return _reduce_loss(_CrossEntropy.apply(logits, one_hot)[0], reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
