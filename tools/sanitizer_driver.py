@@ -47,6 +47,9 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
         check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
               (rc.amax() if dim is None else rc.amax(dim[0])).to(dev), tol)
+        # logsumexp: (max, sum) pairs through the same shuffles, partials and clusters
+        lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
+        check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
     # K = 17 and 99: rows that are not 16-byte aligned, which the mma kernel loads element by element
     # (float64: the general kernel), 99 over more k-tiles than its stage ring; the last: split-K
     for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (1, 1, 1, 1), (3, 8, 0, 5), (1, 64, 300, 10)]:
