@@ -13,6 +13,8 @@ Presets:
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
+- slow-grid-fp32: the float32 grid cases (bmm_grid.py) below 0.95x in this GPU's results file, up to
+  2^31 multiply-adds.
 
 Each case is B,M,N,K with a layout (NN, TN, NT, TT: T is a transposed view), timed two ways: do_bench's
 median with the L2 flushed, and back to back (20 calls replayed from one CUDA graph, per call), as
@@ -77,7 +79,29 @@ def general_cases() -> List[Case]:
     return cases
 
 
-PRESETS = {"small-float32": small_float32_cases, "general": general_cases}
+def slow_grid_fp32_cases(below=0.95, max_multiply_adds=2 ** 31) -> List[Case]:
+    """The float32 ("highest") grid cases of this machine's results file below `below`x (bmm_grid.py),
+    slowest first, up to `max_multiply_adds` (larger ones would take seconds each on the general kernel):
+    where a routing rule has the most to gain."""
+    import json
+    import re
+    import results_file
+    path = results_file.path_for(torch.cuda.get_device_name())
+    with open(path) as f:
+        rows = json.load(f)["cases"]
+    pattern = re.compile(r"grid bmm fp32 (\w\w) B=(\S+) M=(\d+) N=(\d+) K=(\d+)$")
+    slow = sorted((r for r in rows if pattern.match(r["name"]) and r.get("speedup") and r["speedup"] < below),
+                  key=lambda r: r["speedup"])
+    cases = []
+    for r in slow:
+        layout, batch, m, n, k = pattern.match(r["name"]).groups()
+        case = Case(0 if batch == "-" else int(batch), int(m), int(n), int(k), layout)
+        if max(case.batch, 1) * case.m * case.n * case.k <= max_multiply_adds:
+            cases.append(case)
+    return cases
+
+
+PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "slow-grid-fp32": slow_grid_fp32_cases}
 
 
 def graph_us(fn):
