@@ -56,18 +56,20 @@ def assert_tile(a, b, wide):
         assert torch.ops.tiles._bmm_tile(a, b) == ("128x256" if wide else "128x128")
 
 
-# float32 products of at most this many multiply-adds under the "highest" precision take the general
-# kernel (bmm/bmm.cu small_full_precision_float); under TF32, and when larger, the tensor-core kernels.
+# Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, of fewer
+# than SMALL_FLOAT32_OUTPUTS output elements, or with K under 8 take the general kernel (bmm/bmm.cu
+# small_full_precision_float); under TF32, and otherwise, the tensor-core kernels.
 SMALL_FLOAT32_MACS = 2 ** 24
+SMALL_FLOAT32_OUTPUTS = 2 ** 19
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
 def small_float32(a, b):
     """Whether bmm sends these float32 operands to the general kernel for their size (at this precision)."""
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-    macs = batch * a.shape[-2] * b.shape[-1] * a.shape[-1]
+    outputs, k = batch * a.shape[-2] * b.shape[-1], a.shape[-1]
     return (a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
-            and macs <= SMALL_FLOAT32_MACS)
+            and (outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS or k < 8))
 
 
 def poisoned_bmm(a, b):
@@ -559,16 +561,22 @@ def test_general_path_split_k(dtype, case):
 
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
-    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds run on the general
-    # kernel's FMAs; larger ones, and any under TF32, on the tensor cores.
+    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, of fewer than
+    # SMALL_FLOAT32_OUTPUTS outputs, or with K under 8 run on the general kernel's FMAs; the others, and
+    # any under TF32, on the tensor cores.
     mma_expected()
-    # K below 256: on no GPU a few-tiles split-K (bmm/bmm.cu) takes these instead
-    at_limit = (make_tensor((128, 128), torch.float32, "cuda"), make_tensor((128, 1024), torch.float32, "cuda"))
-    over = (make_tensor((128, 128), torch.float32, "cuda"), make_tensor((128, 1032), torch.float32, "cuda"))
-    assert 128 * 128 * 1024 == SMALL_FLOAT32_MACS
-    assert torch.ops.tiles._bmm_path(*at_limit) == SMALL_FLOAT32
-    assert torch.ops.tiles._bmm_path(*over).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
-    for a, b in (at_limit, over):
+    f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
+    at_limit = (f32(1024, 16), f32(16, 1024))  # 2^24 multiply-adds, 2^20 outputs
+    over = (f32(1024, 24), f32(24, 1024))
+    few_outputs = (f32(64, 4096), f32(4096, 1024))  # 2^16 outputs over a long K
+    many_outputs = (f32(512, 4096), f32(4096, 1024))  # 2^19
+    short_k = (f32(2048, 4), f32(4, 4096))  # 2^25 multiply-adds, K = 4
+    assert 1024 * 1024 * 16 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
+    for general in (at_limit, few_outputs, short_k):
+        assert torch.ops.tiles._bmm_path(*general) == SMALL_FLOAT32
+    for tensor_cores in (over, many_outputs):
+        assert torch.ops.tiles._bmm_path(*tensor_cores).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
+    for a, b in (at_limit, over, few_outputs, short_k):
         assert_bmm_close(poisoned_bmm(a, b), a, b)
     torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
-    assert torch.ops.tiles._bmm_path(*at_limit).startswith(("hopper-wgmma tf32", "mma-sync tf32"))
+    assert torch.ops.tiles._bmm_path(*few_outputs).startswith(("hopper-wgmma tf32", "mma-sync tf32"))

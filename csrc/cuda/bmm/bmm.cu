@@ -16,12 +16,16 @@ bool few_tiles_long_k(const BmmProblem& p) {
   return tiles * 8 < sm_count() && p.k >= 256;
 }
 
-// Whether a float32 product at full precision is small enough that the general kernel's single FMA per
-// product beats 3xTF32, whose fixed cost per k-step dominates when there is little work (timings in
-// NOTES.md, "General kernel and small float32 products"). TF32 ("high" precision) keeps the tensor cores.
+// Whether a float32 product at full precision runs faster on the general kernel's FMAs than on 3xTF32,
+// whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, an output
+// of few tiles (which the general kernel splits along K over the idle SMs), or K under one tensor-core
+// k-step. Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high" precision)
+// keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
-  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24;
-  return p.out.scalar_type() == at::kFloat && !float32_as_tf32() && p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds;
+  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19, kMinK = 8;
+  if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
+  const int64_t outputs = p.batch * p.m * p.n;
+  return outputs * p.k <= kMaxMultiplyAdds || outputs < kMaxOutputs || p.k < kMinK;
 }
 
 }  // namespace
