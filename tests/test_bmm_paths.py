@@ -412,7 +412,7 @@ FLOAT32_KINDS = {"highest": ("3xtf32", None), "high": ("tf32", Tol(rtol=2e-3, at
 def hopper_float32_expected():
     """Whether this GPU and build should run the Hopper TF32 kernel; skips (with why) where not."""
     hopper_expected()
-    probe = torch.ones(512, 512, device="cuda")  # above SMALL_FLOAT32_MACS
+    probe = torch.ones(1024, 1024, device="cuda")  # not small: 2^30 multiply-adds, 2^20 outputs
     path = torch.ops.tiles._bmm_path(probe, probe)
     assert path.startswith("hopper-wgmma"), path
     return True
@@ -486,7 +486,7 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
 def float32_paths():
     """The kernels that compute float32 on this GPU, as _bmm_on_path names them."""
     mma_expected()
-    probe = torch.ones(512, 512, device="cuda")  # above SMALL_FLOAT32_MACS
+    probe = torch.ones(1024, 1024, device="cuda")  # not small: 2^30 multiply-adds, 2^20 outputs
     return ["mma"] + (["hopper"] if torch.ops.tiles._bmm_path(probe, probe).startswith("hopper") else [])
 
 
