@@ -4,6 +4,7 @@ gradcheck is ill-defined (ties, zeros of prod), and gradient dtypes."""
 import pytest
 import torch
 from torch.autograd import gradcheck, gradgradcheck
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from helpers import (ARITH_ZIP_FNS, COMPARE_FNS, MAP_DOMAIN, MAP_FNS, MAP_REF, REDUCE_FNS, ZIP_REF,
@@ -466,9 +467,42 @@ def test_nodes_are_named_and_point_at_their_inputs(call, name, device):
     assert all(type(f).__name__ == "AccumulateGrad" for f, _ in out.grad_fn.next_functions)
 
 
-def test_gradient_only_for_the_operand_that_requires_it(device):
-    a, b = leaf((3, 4), device), make_tensor((4,), F64, device, "contiguous")
+class CountCalls(TorchDispatchMode):
+    """Counts the calls of each operator that reach the dispatcher's kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.name()] = self.counts.get(func.name(), 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_gradient_only_for_the_operand_asked_for(device):
+    # Both operands require grad, only a's gradient is asked for: b's (a product and a sum over the
+    # broadcast dim) is not computed.
+    a, b = leaf((3, 4), device), leaf((4,), device)
     out = ops.zip(a, b, "mul")
-    (ga,) = torch.autograd.grad(out, a, torch.ones_like(out))
-    torch.testing.assert_close(ga, b.expand(3, 4))
-    assert b.grad is None and b.grad_fn is None
+    with CountCalls() as calls:
+        (ga,) = torch.autograd.grad(out, a, torch.ones_like(out))
+    torch.testing.assert_close(ga, b.detach().expand(3, 4))
+    assert calls.counts.get("tiles::zip") == 1 and "tiles::reduce" not in calls.counts, calls.counts
+    w = leaf((4, 5), device)
+    out = ops.bmm(a, w)
+    with CountCalls() as calls:
+        torch.autograd.grad(out, w, torch.ones_like(out))
+    assert calls.counts.get("tiles::bmm") == 1, calls.counts  # aᵀ @ grad only
+
+
+@pytest.mark.parametrize("call", [lambda x: ops.map(x, "exp"), lambda x: ops.zip(x, x, "mul"),
+                                  lambda x: ops.reduce(x, None, "sum"), lambda x: ops.bmm(x, x)],
+                         ids=["map", "zip", "reduce", "bmm"])
+def test_forward_mode_ad_is_refused(call, device):
+    # No forward derivatives: a dual tensor's tangent must not be dropped silently.
+    import torch.autograd.forward_ad as fwAD
+    x = make_tensor((3, 3), F64, device, "contiguous")
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        with pytest.raises(NotImplementedError, match="forward-mode AD is not supported"):
+            call(dual)

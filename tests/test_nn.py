@@ -141,6 +141,30 @@ def test_cross_entropy_double_backward():
     assert torch.autograd.gradgradcheck(lambda t: F.cross_entropy(t, target), (logits,))
 
 
+def test_cross_entropy_rows_can_change_in_place(device):
+    # reduction="none" hands back a tensor of its own, which the caller may scale in place (a loss mask).
+    logits = leaf(torch.randn(4, 3, device=device, dtype=torch.float64))
+    target = torch.tensor([0, 2, 1, 2], device=device)
+    rows = F.cross_entropy(logits, target, reduction="none")
+    rows.mul_(torch.tensor([1.0, 0.0, 2.0, 1.0], device=device, dtype=torch.float64))
+    (grad,) = torch.autograd.grad(rows.sum(), logits)
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    ref = TF.cross_entropy(ref_logits, target, reduction="none") * torch.tensor([1.0, 0.0, 2.0, 1.0], device=device,
+                                                                               dtype=torch.float64)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), ref_logits)
+    torch.testing.assert_close(grad, ref_grad)
+
+
+def test_cross_entropy_under_an_undefined_gradient():
+    # A consumer whose backward returns no gradient (a zip "mul" asked only for w's): gradgradcheck
+    # feeds such undefined gradients on purpose.
+    logits = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 2, 1, 2])
+    f = lambda t, v: torch.ops.tiles.zip(F.cross_entropy(t, target, reduction="none"), v, "mul")  # noqa: E731
+    assert torch.autograd.gradgradcheck(f, (logits, w))
+
+
 def test_cross_entropy_target_out_of_range_is_not_checked(device):
     # As the README says: no range check (a host sync); a target that selects no class adds its row's
     # logsumexp(logits - max(logits)), the loss a class with the row's largest logit would have.

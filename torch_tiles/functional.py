@@ -181,9 +181,9 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(logits, one_hot):
         z = _shifted(logits, 1)
-        lse = _reduce(z, [1], "logsumexp", True)
-        rows = _zip(lse, _reduce(_zip(z, one_hot, "mul"), [1], "sum", True), "sub")
-        return rows.squeeze(1), z, lse
+        lse = _reduce(z, [1], "logsumexp")
+        # [N] rows, not a view: the caller may change the loss in place (a view made in a Function may not)
+        return _zip(lse, _reduce(_zip(z, one_hot, "mul"), [1], "sum"), "sub"), z, lse
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -194,11 +194,13 @@ class _CrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g, _z, _lse):
+        if g is None:  # the loss's gradient is zero (undefined): so is the logits'
+            return None, None
         logits, one_hot, z, lse = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph: the same values, recorded
             z = _zip(logits, _reduce(logits, [1], "max", True).detach(), "sub")
-            lse = _reduce(z, [1], "logsumexp", True)
-        p = _map(_zip(z, lse, "sub"), "exp")
+            lse = _reduce(z, [1], "logsumexp")
+        p = _map(_zip(z, lse.unsqueeze(1), "sub"), "exp")
         return _zip(_zip(p, one_hot, "sub"), g.unsqueeze(1), "mul"), None
 
 

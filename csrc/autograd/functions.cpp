@@ -27,6 +27,13 @@ namespace {
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
+// Forward-mode AD (dual tensors) has no formulas here: refuse a tangent rather than drop it, as ATen does
+// for its ops without forward derivatives.
+void check_no_tangent(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!t._fw_grad(/*level=*/0).defined(), op, ": forward-mode AD is not supported: argument '",
+                              arg, "' has a tangent (a dual tensor)");
+}
+
 bool records_graph(std::initializer_list<const at::Tensor*> inputs) {
   if (!c10::GradMode::is_enabled()) return false;
   for (const at::Tensor* t : inputs)
@@ -110,7 +117,7 @@ struct ZipBackward : TilesNode<2> {
     if (!grads[0].defined()) return out;
     const at::Tensor a = saved(0), b = saved(1);
     for (int which = 0; which < 2; ++which) {
-      if (!should_compute_output(which)) continue;
+      if (!task_should_compute_output(which)) continue;  // asked for in this backward
       at::Tensor g = zip_grad(grads[0], a, b, fn, which);
       if (!g.defined()) continue;
       if (sizes[which]) g = autograd::sum_to(g, *sizes[which]);
@@ -203,9 +210,9 @@ struct BmmBackward : TilesNode<2> {  // saved: a (read by b's gradient) and b (r
     const at::Tensor& grad = grads[0];
     if (!grad.defined()) return out;
     const at::Tensor a = saved(0), b = saved(1);
-    if (should_compute_output(0))  // grad @ bᵀ, on a transposed view of b
+    if (task_should_compute_output(0))  // grad @ bᵀ, on a transposed view of b
       out[0] = sum_batch(calls::bmm(grad, b.transpose(-1, -2)), dims[0], size0[0]);
-    if (should_compute_output(1))  // aᵀ @ grad
+    if (task_should_compute_output(1))  // aᵀ @ grad
       out[1] = sum_batch(calls::bmm(a.transpose(-1, -2), grad), dims[1], size0[1]);
     return out;
   }
@@ -230,24 +237,30 @@ at::Tensor bmm_recorded(const at::Tensor& a, const at::Tensor& b) {
 // ---- the Autograd-key kernels -----------------------------------------------------------------------
 
 at::Tensor map_autograd(const at::Tensor& x, c10::string_view fn) {
+  check_no_tangent("tiles::map", "x", x);
   if (records_graph({&x})) return map_recorded(x, fn);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::map(x, fn);
 }
 
 at::Tensor zip_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view fn) {
+  check_no_tangent("tiles::zip", "a", a);
+  check_no_tangent("tiles::zip", "b", b);
   if (records_graph({&a, &b})) return zip_recorded(a, b, fn);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::zip(a, b, fn);
 }
 
 at::Tensor reduce_autograd(const at::Tensor& x, at::OptionalIntArrayRef dim, c10::string_view fn, bool keepdim) {
+  check_no_tangent("tiles::reduce", "x", x);
   if (records_graph({&x})) return reduce_recorded(x, dim, fn, keepdim);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::reduce(x, dim, fn, keepdim);
 }
 
 at::Tensor bmm_autograd(const at::Tensor& a, const at::Tensor& b) {
+  check_no_tangent("tiles::bmm", "a", a);
+  check_no_tangent("tiles::bmm", "b", b);
   if (records_graph({&a, &b})) return bmm_recorded(a, b);
   at::AutoDispatchBelowADInplaceOrView below;
   return calls::bmm(a, b);
