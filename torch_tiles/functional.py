@@ -1,8 +1,9 @@
 """Neural-network functions built only from the tiles operators (bmm, map, zip, reduce) plus views.
 
-Their gradients come from the tiles ops' autograd formulas (softmax and log_softmax have backward formulas
-of their own, also written in tiles ops), so forward, backward and double backward all run on the tiles
-kernels, and ``torch.compile(fullgraph=True)`` traces them (every call goes through ``torch.ops.tiles``). Conventions follow ``torch.nn.functional`` except where a docstring says otherwise;
+Their gradients come from the tiles ops' autograd formulas (softmax, log_softmax and cross_entropy have
+backward formulas of their own, also written in tiles ops), so forward, backward and double backward all
+run on the tiles kernels, and ``torch.compile(fullgraph=True)`` traces them (every call goes through
+``torch.ops.tiles``). Conventions follow ``torch.nn.functional`` except where a docstring says otherwise;
 note that :func:`linear` takes its weight as ``[in_features, out_features]``.
 """
 import math
