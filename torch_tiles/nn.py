@@ -77,7 +77,7 @@ class MSELoss(nn.Module):
 class CrossEntropyLoss(nn.Module):
     """Cross-entropy of logits [N, C] against class indices [N], as ``torch.nn.CrossEntropyLoss``.
 
-    Computed through a max-shifted log-softmax, so large logits stay finite; see
+    Computed as logsumexp(z) - z[target] on the max-shifted logits z, so large logits stay finite; see
     :func:`torch_tiles.functional.cross_entropy` for how targets are handled.
     """
 
