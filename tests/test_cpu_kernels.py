@@ -136,18 +136,20 @@ def test_reduce_columns_over_chunks(dtype, shape):
 
 @pytest.mark.parametrize("shape,dim", [((4, 1 << 20), [1]), ((1 << 13, 300), [0]), ((300, 1 << 13), [1]),
                                        ((1 << 21,), None), ((64, 100, 70), [0, 2])], ids=str)
-def test_reduce_bits_do_not_depend_on_threads(shape, dim):
+@pytest.mark.parametrize("fn", ["sum", "logsumexp"])
+def test_reduce_bits_do_not_depend_on_threads(shape, dim, fn):
+    # (one output over 2^21 elements: one thread walks its chunks in order, two split them)
     x = _vals(shape, torch.float32)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = T.reduce(x, dim, "sum")
+        one = T.reduce(x, dim, fn)
         torch.set_num_threads(max(2, before))
-        many = T.reduce(x, dim, "sum")
+        many = T.reduce(x, dim, fn)
     finally:
         torch.set_num_threads(before)
     assert torch.equal(one, many)
-    assert_reduce_close(many, x, dim, "sum")
+    assert_reduce_close(many, x, dim, fn)
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)

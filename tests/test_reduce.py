@@ -262,7 +262,7 @@ def test_reduce_propagates_nan_and_inf(fn, device):
 @pytest.mark.parametrize("case", [((1 << 20) + 5, None), ((1031, 1027), [1]), ((1031, 1027), [0]),
                                   ((64, 33, 129), [0, 2])],
                          ids=["flat_1M", "rows", "columns", "dims_0_2"])
-@pytest.mark.parametrize("fn", ["sum", "mean"])
+@pytest.mark.parametrize("fn", ["sum", "mean", "logsumexp"])
 def test_reduce_is_deterministic(fn, case, device):
     shape, dim = case
     shape = shape if isinstance(shape, tuple) else (shape,)

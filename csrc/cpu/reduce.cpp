@@ -131,24 +131,46 @@ void reduce_kernel(const ReduceProblem& p) {
   }
 }
 
-// logsumexp: a (max, sum) state in double per output, its elements in order along runs of the innermost
-// dim; outputs are split across threads, so the result does not depend on the thread count either.
+// logsumexp: a (max, sum) state in double, accumulated per chunk of kChunk positions along runs of the
+// innermost dim and the chunks combined in order, as reduce_kernel orders its sums: threads take whole
+// outputs, or the chunks of a few long ones, and the result is the same either way.
 template <class scalar_t>
 void logsumexp_kernel(const ReduceProblem& p) {
   using R = Reducer<ReduceFn::LogSumExp, double>;
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
-  parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) {
-      const scalar_t* slice = x + p.outer.offsets(o)[0];
-      R::Acc acc = R::identity();
-      for_each_run(p.inner, 0, p.num_in, [&](int64_t, auto off, int64_t count, auto step) {
-        for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, R::lift(double(slice[off[0] + j * step[0]])));
-      });
-      out[o] = scalar_t(opmath_t<scalar_t>(R::finish(acc, p.num_in)));
-    }
-  });
+  const int64_t chunks = (p.num_in + kChunk - 1) / kChunk;
+  auto chunk = [&](const scalar_t* slice, int64_t c) {
+    R::Acc acc = R::identity();
+    for_each_run(p.inner, c * kChunk, std::min((c + 1) * kChunk, p.num_in),
+                 [&](int64_t, auto off, int64_t count, auto step) {
+                   for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, R::lift(double(slice[off[0] + j * step[0]])));
+                 });
+    return acc;
+  };
+  auto finish = [&](int64_t o, R::Acc acc) { out[o] = scalar_t(opmath_t<scalar_t>(R::finish(acc, p.num_in))); };
+  if (p.num_out >= at::get_num_threads() || chunks <= 1) {
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
+    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const scalar_t* slice = x + p.outer.offsets(o)[0];
+        R::Acc acc = R::identity();
+        for (int64_t c = 0; c < chunks; ++c) acc = R::combine(acc, chunk(slice, c));
+        finish(o, acc);
+      }
+    });
+    return;
+  }
+  std::vector<R::Acc> partial(chunks);
+  for (int64_t o = 0; o < p.num_out; ++o) {
+    const scalar_t* slice = x + p.outer.offsets(o)[0];
+    parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) partial[c] = chunk(slice, c);
+    });
+    R::Acc acc = R::identity();
+    for (const R::Acc& v : partial) acc = R::combine(acc, v);
+    finish(o, acc);
+  }
 }
 
 }  // namespace
