@@ -39,6 +39,38 @@ constexpr int64_t kCols = 256;     // outputs per task of the columns shape
 constexpr int64_t kRows = 256;     // outputs per kernel call of the rows shape
 
 
+// Each output's positions in chunks of kChunk, chunk(base, begin, end) -> R::Acc for one, the chunks
+// combined in order, so the result does not depend on who computed which chunk: threads take whole
+// outputs when there are enough to go round, else the chunks of each output in turn.
+template <class R, class Chunk, class Finish>
+void reduce_by_chunks(const ReduceProblem& p, Chunk&& chunk, Finish&& finish) {
+  using Acc = typename R::Acc;
+  const int64_t chunks = (p.num_in + kChunk - 1) / kChunk;
+  auto span = [&](int64_t base, int64_t c) { return chunk(base, c * kChunk, std::min((c + 1) * kChunk, p.num_in)); };
+  if (p.num_out >= at::get_num_threads() || chunks <= 1) {
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
+    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const int64_t base = p.outer.offsets(o)[0];
+        Acc acc = R::identity();
+        for (int64_t c = 0; c < chunks; ++c) acc = R::combine(acc, span(base, c));
+        finish(o, acc);
+      }
+    });
+    return;
+  }
+  std::vector<Acc> partial(chunks);
+  for (int64_t o = 0; o < p.num_out; ++o) {
+    const int64_t base = p.outer.offsets(o)[0];
+    parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) partial[c] = span(base, c);
+    });
+    Acc acc = R::identity();
+    for (const Acc& v : partial) acc = R::combine(acc, v);
+    finish(o, acc);
+  }
+}
+
 template <class scalar_t, ReduceFn F>
 void reduce_kernel(const ReduceProblem& p) {
   using R = Reducer<F, double>;
@@ -103,74 +135,27 @@ void reduce_kernel(const ReduceProblem& p) {
     });
     return;
   }
-  auto reduce_all = [&](int64_t base) {
-    double acc = R::identity();
-    for (int64_t c = 0; c < p.num_in; c += kChunk)
-      acc = R::combine(acc, k.reduce_span(args, base, c, std::min(c + kChunk, p.num_in)));
-    return acc;
-  };
-  if (p.num_out >= at::get_num_threads() || chunks <= 1) {
-    // Enough outputs to go round: one task reduces whole outputs.
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
-    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) finish(o, reduce_all(p.outer.offsets(o)[0]));
-    });
-    return;
-  }
-  // Few, long reductions: split each across threads by chunk, then combine the chunks in order.
-  std::vector<double> partial(chunks);
-  for (int64_t o = 0; o < p.num_out; ++o) {
-    const int64_t base = p.outer.offsets(o)[0];
-    parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c)
-        partial[c] = k.reduce_span(args, base, c * kChunk, std::min((c + 1) * kChunk, p.num_in));
-    });
-    double acc = R::identity();
-    for (const double& v : partial) acc = R::combine(acc, v);
-    finish(o, acc);
-  }
+  reduce_by_chunks<R>(
+      p, [&](int64_t base, int64_t begin, int64_t end) { return k.reduce_span(args, base, begin, end); }, finish);
 }
 
-// logsumexp: a (max, sum) state in double, accumulated per chunk of kChunk positions along runs of the
-// innermost dim and the chunks combined in order, as reduce_kernel orders its sums: threads take whole
-// outputs, or the chunks of a few long ones, and the result is the same either way.
+// logsumexp: a (max, sum) state in double, along runs of the innermost dim, chunked as the other fns.
 template <class scalar_t>
 void logsumexp_kernel(const ReduceProblem& p) {
   using R = Reducer<ReduceFn::LogSumExp, double>;
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
-  const int64_t chunks = (p.num_in + kChunk - 1) / kChunk;
-  auto chunk = [&](const scalar_t* slice, int64_t c) {
+  auto chunk = [&](int64_t base, int64_t begin, int64_t end) {
     R::Acc acc = R::identity();
-    for_each_run(p.inner, c * kChunk, std::min((c + 1) * kChunk, p.num_in),
-                 [&](int64_t, auto off, int64_t count, auto step) {
-                   for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, R::lift(double(slice[off[0] + j * step[0]])));
-                 });
+    for_each_run(p.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+      const scalar_t* src = x + base + off[0];
+      for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, R::lift(double(src[j * step[0]])));
+    });
     return acc;
   };
-  auto finish = [&](int64_t o, R::Acc acc) { out[o] = scalar_t(opmath_t<scalar_t>(R::finish(acc, p.num_in))); };
-  if (p.num_out >= at::get_num_threads() || chunks <= 1) {
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(p.num_in, 1));
-    parallel_for(0, p.num_out, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) {
-        const scalar_t* slice = x + p.outer.offsets(o)[0];
-        R::Acc acc = R::identity();
-        for (int64_t c = 0; c < chunks; ++c) acc = R::combine(acc, chunk(slice, c));
-        finish(o, acc);
-      }
-    });
-    return;
-  }
-  std::vector<R::Acc> partial(chunks);
-  for (int64_t o = 0; o < p.num_out; ++o) {
-    const scalar_t* slice = x + p.outer.offsets(o)[0];
-    parallel_for(0, chunks, std::max<int64_t>(1, kGrain / kChunk), [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) partial[c] = chunk(slice, c);
-    });
-    R::Acc acc = R::identity();
-    for (const R::Acc& v : partial) acc = R::combine(acc, v);
-    finish(o, acc);
-  }
+  reduce_by_chunks<R>(p, chunk, [&](int64_t o, R::Acc acc) {
+    out[o] = scalar_t(opmath_t<scalar_t>(R::finish(acc, p.num_in)));
+  });
 }
 
 }  // namespace
