@@ -332,3 +332,31 @@ def test_python_wrappers_raise_runtime_error(device):
     with pytest.raises(RuntimeError, match="bmm"):
         torch_tiles.bmm(x, f32((4, 3), device))
     still_works_map(device)
+
+
+# ----------------------------------------------------------------------- the internal cross entropy
+
+@pytest.mark.parametrize("logits_shape, target, pattern", [
+    ((2, 3, 4), [0, 1], r"'logits' must be 2-D"),
+    ((3,), [0, 1, 2], r"'logits' must be 2-D"),
+    ((3, 4), [0, 1], r"'target' must be 1-D with one class index per row"),
+    ((3, 4), [[0], [1], [2]], r"'target' must be 1-D"),
+    ((3, 4), [0.0, 1.0, 2.0], r"'target' must hold integer class indices"),
+    ((3, 4), [True, False, True], r"'target' must hold integer class indices"),
+], ids=["3d", "1d", "short_target", "2d_target", "float_target", "bool_target"])
+def test_cross_entropy_op_rejects_bad_arguments(logits_shape, target, pattern, device):
+    logits = f32(logits_shape, device)
+    with pytest.raises(RuntimeError, match="tiles::_cross_entropy") as excinfo:
+        ops._cross_entropy(logits, torch.tensor(target, device=device))
+    check_message(excinfo, pattern)
+    with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*'logits' must be a float"):
+        ops._cross_entropy(torch.zeros(3, 4, dtype=torch.int32, device=device), torch.zeros(3, dtype=torch.long,
+                                                                                           device=device))
+    rows = ops._cross_entropy(f32((3, 4), device), torch.tensor([0, 3, 1], device=device))
+    assert rows.shape == (3,)
+
+
+@requires_cuda
+def test_cross_entropy_op_rejects_a_target_on_another_device():
+    with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*same device"):
+        ops._cross_entropy(f32((3, 4), "cuda"), torch.tensor([0, 1, 2]))

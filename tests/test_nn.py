@@ -176,6 +176,26 @@ def test_cross_entropy_target_out_of_range_is_not_checked(device):
     torch.testing.assert_close(rows, expected)
 
 
+def test_cross_entropy_is_one_node_on_the_logits():
+    # One C++ node (tiles::_cross_entropy) between the loss rows and the logits: the forward's own calls
+    # record nothing, and the target gets no edge.
+    logits = torch.randn(4, 3, requires_grad=True)
+    rows = F.cross_entropy(logits, torch.tensor([0, 2, 1, 2]), reduction="none")
+    assert rows.grad_fn.name() == "tiles::CrossEntropyBackward"
+    assert [type(f).__name__ for f, _ in rows.grad_fn.next_functions] == ["AccumulateGrad"]
+    with torch.no_grad():
+        assert F.cross_entropy(logits, torch.tensor([0, 2, 1, 2]), reduction="none").grad_fn is None
+
+
+def test_cross_entropy_refuses_forward_ad():
+    import torch.autograd.forward_ad as fwAD
+    logits = torch.randn(4, 3)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(logits, torch.ones_like(logits))
+        with pytest.raises(NotImplementedError, match="tiles::_cross_entropy: forward-mode AD"):
+            F.cross_entropy(dual, torch.tensor([0, 2, 1, 2]))
+
+
 def test_cross_entropy_rejects_bad_shapes():
     with pytest.raises(ValueError, match="logits"):
         F.cross_entropy(torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long))
@@ -261,7 +281,7 @@ class RecordOps(TorchDispatchMode):
 
 # Ops that compute nothing: views, dtype casts, constant factories, and the ones_like that seeds backward.
 NO_COMPUTE = {"aten::view", "aten::_unsafe_view", "aten::expand", "aten::transpose.int", "aten::t",
-              "aten::unsqueeze", "aten::squeeze.dim", "aten::detach", "aten::alias", "aten::_to_copy",
+              "aten::unsqueeze", "aten::squeeze.dim", "aten::detach", "aten::alias", "aten::_to_copy", "aten::to.dtype",
               "aten::arange", "aten::arange.start_step", "aten::new_full", "aten::new_ones", "aten::ones_like",
               "aten::scalar_tensor"}
 

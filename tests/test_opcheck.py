@@ -41,6 +41,11 @@ CASES = {
         "f32_broadcast_batch": lambda d: ((_t((1, 3, 4), torch.float32, d),
                                            _t((2, 4, 5), torch.float32, d)), {}),
     },
+    "_cross_entropy": {
+        "f32": lambda d: ((_t((5, 4), torch.float32, d), torch.tensor([0, 3, 1, 1, 2], device=d)), {}),
+        "f64_transposed_int32": lambda d: ((_t((3, 6), torch.float64, d, "transposed"),
+                                            torch.tensor([5, 0, 2], device=d, dtype=torch.int32)), {}),
+    },
 }
 
 PARAMS = [pytest.param(op, build, id=f"{op}-{name}")

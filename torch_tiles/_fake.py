@@ -169,3 +169,16 @@ def _zip_backward_fake(grad, a, b, fn, which):
     torch._check(grad.shape == shape, lambda: f"{op}: argument 'grad' has shape {list(grad.shape)} but 'a' "
                  f"{list(a.shape)} and 'b' {list(b.shape)} broadcast to {list(shape)}")
     return _empty_like_first_dense(shape, grad.dtype, a if which == 0 else b, grad)
+
+
+@torch.library.register_fake("tiles::_cross_entropy")
+def _cross_entropy_fake(logits, target):
+    op = "tiles::_cross_entropy"
+    torch._check(logits.dim() == 2, lambda: f"{op}: argument 'logits' must be 2-D [N, C], got {logits.dim()}-D")
+    _check_float(op, "logits", logits)
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise RuntimeError(f"{op}: argument 'target' must hold integer class indices, got {target.dtype}")
+    torch._check(target.dim() == 1 and target.shape[0] == logits.shape[0],
+                 lambda: f"{op}: argument 'target' must be 1-D with one class index per row of 'logits'")
+    _check_same_device(op, logits, target, ("logits", "target"))
+    return logits.new_empty(logits.shape[:1])

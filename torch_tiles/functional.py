@@ -168,43 +168,6 @@ class _LogSoftmax(_SavesOutput):
         return _zip(g, _zip(_map(out, "exp"), total, "mul"), "sub"), None
 
 
-class _CrossEntropy(torch.autograd.Function):
-    """Each row's -log softmax(logits)[target], as logsumexp(z) - sum(z * one_hot) on z = logits - max,
-    with the backward (softmax(logits) - one_hot) * grad = (exp(z - logsumexp(z)) - one_hot) * grad.
-
-    A Function of its own because autograd through those ops would see z used twice and sum its two
-    gradients with a native add, and would take more launches: this is six kernels forward and four
-    backward. z and logsumexp(z) come out of the forward as non-differentiable outputs, so the backward
-    reads them; when a gradient of the gradient is asked for, it computes them again from the logits with
-    recorded tiles ops, so double backward is exact (the max is detached: softmax does not depend on it).
-    """
-
-    @staticmethod
-    def forward(logits, one_hot):
-        z = _shifted(logits, 1)
-        lse = _reduce(z, [1], "logsumexp")
-        # [N] rows, not a view: the caller may change the loss in place (a view made in a Function may not)
-        return _zip(lse, _reduce(_zip(z, one_hot, "mul"), [1], "sum"), "sub"), z, lse
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        _, z, lse = output
-        ctx.mark_non_differentiable(z, lse)
-        ctx.set_materialize_grads(False)  # no zeros for z's and lse's (absent) gradients
-        ctx.save_for_backward(inputs[0], inputs[1], z, lse)
-
-    @staticmethod
-    def backward(ctx, g, _z, _lse):
-        if g is None:  # the loss's gradient is zero (undefined): so is the logits'
-            return None, None
-        logits, one_hot, z, lse = ctx.saved_tensors
-        if torch.is_grad_enabled():  # create_graph: the same values, recorded
-            z = _zip(logits, _reduce(logits, [1], "max", True).detach(), "sub")
-            lse = _reduce(z, [1], "logsumexp")
-        p = _map(_zip(z, lse.unsqueeze(1), "sub"), "exp")
-        return _zip(_zip(p, one_hot, "sub"), g.unsqueeze(1), "mul"), None
-
-
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, computed on x - max(x) so that large inputs stay finite."""
     return _Softmax.apply(x, dim)
@@ -238,7 +201,9 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     (that would need a sync): a target outside [0, C) contributes logsumexp(logits - max(logits)).
 
     Each row's loss is logsumexp(z) - z[target] on z = logits - max(logits), and its gradient
-    (softmax(logits) - one_hot) * grad, each in as few tiles calls as the formula allows (_CrossEntropy).
+    (softmax(logits) - one_hot) * grad: one call of ``tiles::_cross_entropy``, which composes those
+    tiles kernels in C++ under an autograd node of its own (six kernels forward beside the one-hot,
+    four backward; double backward recomputes z from the logits with recorded ops).
     """
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
         raise ValueError(f"cross_entropy expects logits [N, C] and target [N], got {list(logits.shape)} "
@@ -246,9 +211,7 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
         raise TypeError(f"cross_entropy: target must hold integer class indices (e.g. torch.long), got "
                         f"{target.dtype}; class probabilities are not supported")
-    classes = torch.arange(logits.shape[1], device=logits.device, dtype=torch.float32)
-    one_hot = _zip(target.to(torch.float32).unsqueeze(1), classes, "eq").to(logits.dtype)
-    return _reduce_loss(_CrossEntropy.apply(logits, one_hot)[0], reduction)
+    return _reduce_loss(_tiles._cross_entropy.default(logits, target), reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

@@ -20,6 +20,10 @@ TORCH_LIBRARY(tiles, m) {
   // Internal: not part of the API.
   m.def("_map_backward(Tensor grad, Tensor saved, str fn) -> Tensor");
   m.def("_zip_backward(Tensor grad, Tensor a, Tensor b, str fn, int which) -> Tensor");
+  // Each row's cross-entropy loss -log softmax(logits)[target], [N], for logits [N, C] and integer
+  // class indices target [N]: tiles kernels composed in C++ with an autograd node of their own
+  // (csrc/autograd/cross_entropy.cpp). What torch_tiles.functional.cross_entropy calls. Internal.
+  m.def("_cross_entropy(Tensor logits, Tensor target) -> Tensor");
   // Which kernel bmm would run for these operands ("cpu", "hopper-wgmma", "mma-sync <kind>", "general";
   // a "general" answer on CUDA carries the reason after a colon). For tests and benchmarks; not part of
   // the API.
