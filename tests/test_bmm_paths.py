@@ -540,9 +540,11 @@ def test_bmm_path_on_cpu_names_cpu():
 
 # The general kernel splits long K over several blocks when the output has few tiles (split-K): one
 # tile, a few, a batch, K not a multiple of the split or of the k-slab, a broadcast operand, transposed
-# operands, every dtype; and run to run the same bits (the splits are summed in a fixed order).
-SPLIT_K_CASES = [(1, 64, 10, 256), (5, 254, 1, 3985), (1, 92, 4, 1858), (3, 70, 33, 1000), (1, 1, 1, 4097),
-                 (2, 130, 65, 777)]
+# operands, every dtype; and run to run the same bits (the splits are summed in a fixed order). On an
+# H100 (132 SMs) the first five cases have 2 to 8 splits, summed in a thread block cluster, and the
+# others 12 to 64, summed by a second kernel.
+SPLIT_K_CASES = [(1, 64, 10, 256), (1, 33, 17, 512), (2, 100, 70, 200), (1, 64, 64, 448), (4, 65, 3, 320),
+                 (5, 254, 1, 3985), (1, 92, 4, 1858), (3, 70, 33, 1000), (1, 1, 1, 4097), (2, 130, 65, 777)]
 
 
 @requires_cuda

@@ -50,16 +50,25 @@ void allow_dynamic_smem(int bytes) {
   raised.fetch_or(bit);
 }
 
-// A launch configuration for cudaLaunchKernelEx whose blocks form clusters of `cluster_y` blocks along
-// y. It points into itself, so it is neither copied nor moved.
+// Thread block clusters: sm_90a builds running on an sm_90 device.
+inline bool clusters_available() {
+#if defined(TILES_HAS_SM90A)
+  return compute_capability(c10::cuda::current_device()) == 90;
+#else
+  return false;
+#endif
+}
+
+// A launch configuration for cudaLaunchKernelEx whose blocks form clusters of `cluster` blocks (each
+// grid dim a multiple of the cluster's). It points into itself, so it is neither copied nor moved.
 struct ClusterLaunch {
   cudaLaunchAttribute attribute[1];
   cudaLaunchConfig_t config;
-  ClusterLaunch(dim3 grid, dim3 block, unsigned cluster_y, cudaStream_t stream) : attribute{}, config{} {
+  ClusterLaunch(dim3 grid, dim3 block, dim3 cluster, cudaStream_t stream) : attribute{}, config{} {
     attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 1;
-    attribute[0].val.clusterDim.y = cluster_y;
-    attribute[0].val.clusterDim.z = 1;
+    attribute[0].val.clusterDim.x = cluster.x;
+    attribute[0].val.clusterDim.y = cluster.y;
+    attribute[0].val.clusterDim.z = cluster.z;
     config.gridDim = grid;
     config.blockDim = block;
     config.stream = stream;
@@ -80,7 +89,7 @@ bool allow_clusters_of_16(dim3 block) {
   cudaError_t status = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   int clusters = 0;
   if (status == cudaSuccess) {
-    const ClusterLaunch launch(dim3(1, 16), block, 16, nullptr);
+    const ClusterLaunch launch(dim3(1, 16), block, dim3(1, 16, 1), nullptr);
     status = cudaOccupancyMaxActiveClusters(&clusters, kKernel, &launch.config);
   }
   if (status != cudaSuccess) (void)cudaGetLastError();  // the refusal is an answer, not an error for the next check

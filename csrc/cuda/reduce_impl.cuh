@@ -354,17 +354,8 @@ void launch_rows(const ReduceProblem& p) {
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
 
-// Thread block clusters (sm_90a builds on sm_90 devices) let the row segments of a column block
-// combine in shared memory instead of through partials and finish_kernel.
-inline bool clusters_available() {
-#if defined(TILES_HAS_SM90A)
-  return compute_capability(c10::cuda::current_device()) == 90;
-#else
-  return false;
-#endif
-}
-
-// How many row segments to combine in a cluster (0: through partials), given how many the grid would
+// How many row segments to combine in a cluster (0: through partials; clusters let the row segments of
+// a column block combine in shared memory instead of through partials and finish_kernel), given how many the grid would
 // otherwise have: the largest power of two from 2 to 16 that keeps to about one block per SM, if that
 // makes from one block per two SMs to two per SM; with few column blocks partials win (the sizes and
 // the bounds measured in benchmarks/NOTES.md "Column reductions: cluster size").
@@ -390,7 +381,7 @@ void launch_columns(const ReduceProblem& p, int64_t row_stride) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   if (cluster > 0) {
     const ClusterLaunch launch(dim3(unsigned(col_blocks), unsigned(cluster)), dim3(kColThreads, kColRows),
-                               unsigned(cluster), current_stream());
+                               dim3(1, unsigned(cluster), 1), current_stream());
     C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, columns_kernel<scalar_t, F, VEC, true>, out,
                                       static_cast<acc_t<scalar_t, F>*>(nullptr), x, p.num_out, p.num_in, row_stride,
                                       int64_t(cluster)));

@@ -12,9 +12,12 @@
 //
 // Few output tiles over a long K (a matrix-vector product, a weight gradient of a narrow layer) would
 // leave most SMs idle while each block walks all of K: there the k-blocks are split over gridDim.z
-// (split-K), each split writes its partial tile in the op-math type, and a second kernel sums the
-// splits in a fixed order (deterministic) into the output.
+// (split-K) and the splits' partial tiles, in the op-math type, are summed in split order
+// (deterministic). Up to 8 splits on an sm_90 device form a thread block cluster and sum in its
+// shared memory, in the same kernel; otherwise each split writes its partials to global memory and a
+// second kernel sums them.
 #include <ATen/ATen.h>
+#include <cooperative_groups.h>
 
 #include "binding/dispatch.h"
 #include "binding/format.h"
@@ -32,6 +35,7 @@ constexpr int kSpread = kTile / kMicro;  // 16: distance between a thread's rows
 // of static shared memory.
 template <class Acc>
 constexpr int kDepth = sizeof(Acc) == 8 ? 32 : 64;
+constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 // One operand's [rows x depth] slab (a) or [depth x cols] slab (b), held in registers between its load
 // from global memory and its store to shared memory as [depth][kTile] (k-major).
@@ -70,24 +74,65 @@ struct Slab {
   }
 };
 
-// Writes c[batch][m][n] (Out = scalar_t), or with split-K this split's partials (Out = the op-math
-// type) at c + blockIdx.z * batch * m * n, from k-blocks [blockIdx.z * k_split, + k_split).
-template <class scalar_t, class Out>
+// The splits of one output tile, a cluster of gridDim.z blocks along z (block rank = split), sum their
+// partial tiles (`acc`, staged in `staging`) in split order; each block sums and stores a band of the
+// tile's rows.
+template <class scalar_t, class Acc>
+__device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk, const Acc (&acc)[kMicro][kMicro],
+                                                   Acc* staging, int64_t rows_left, int64_t cols_left, int64_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int tx = threadIdx.x % kSpread, ty = threadIdx.x / kSpread;
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i)
+#pragma unroll
+    for (int j = 0; j < kMicro; ++j) staging[(ty + i * kSpread) * kTile + tx + j * kSpread] = acc[i][j];
+  cluster.sync();  // every split's partial tile is staged
+  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int band = (kTile + splits - 1) / splits;
+  const int first = rank * band * kTile, last = min(kTile, (rank + 1) * band) * kTile;
+  for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
+    Acc part[kMaxClusterSplits];  // every load in flight before the first add
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      if (s < splits) part[s] = cluster.map_shared_rank(staging, s)[e];
+    Acc sum = part[0];
+#pragma unroll
+    for (int s = 1; s < kMaxClusterSplits; ++s)
+      if (s < splits) sum += part[s];
+    const int row = e / kTile, col = e % kTile;
+    if (row < rows_left && col < cols_left) c_blk[row * n + col] = scalar_t(sum);
+  }
+  cluster.sync();  // the others read this block's shared memory: it must not be reused or left before
+#else
+  __trap();  // launch() forms clusters only where sm_90a code runs
+#endif
+}
+
+// Writes c[batch][m][n] from k-blocks [blockIdx.z * k_split, + k_split): with one split (gridDim.z = 1)
+// or kClusterSum, c is the output (Out = scalar_t); otherwise this split's partials (Out = the op-math
+// type) at c + blockIdx.z * batch * m * n.
+template <class scalar_t, class Out, bool kClusterSum = false>
 __global__ void __launch_bounds__(kThreads)
 bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
            int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sab, int64_t sam, int64_t sak,
            int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n, int64_t k_split) {
   using Acc = opmath_t<scalar_t>;
   constexpr int D = kDepth<Acc>;
-  __shared__ Acc a_tile[D][kTile + 1];  // +1: staging stores along kk do not collide in a bank
-  __shared__ Acc b_tile[D][kTile + 1];
+  // a's and b's slabs; +1: staging stores along kk do not collide in a bank. With kClusterSum the
+  // same memory then stages the block's partial tile.
+  __shared__ Acc slabs[2][D][kTile + 1];
+  static_assert(2 * D * (kTile + 1) >= kTile * kTile, "a partial tile must fit in the slabs' memory");
+  Acc(*a_tile)[kTile + 1] = slabs[0];
+  Acc(*b_tile)[kTile + 1] = slabs[1];
 
   const int64_t m0 = int64_t(blockIdx.x / tiles_n) * kTile;
   const int64_t n0 = int64_t(blockIdx.x % tiles_n) * kTile;
   const int tx = threadIdx.x % kSpread, ty = threadIdx.x / kSpread;
 
   const int64_t k_begin = int64_t(blockIdx.z) * k_split, k_end = std::min(k, k_begin + k_split);
-  c += int64_t(blockIdx.z) * batch * m * n;
+  if constexpr (!kClusterSum) c += int64_t(blockIdx.z) * batch * m * n;
   for (int64_t bi = blockIdx.y; bi < batch; bi += gridDim.y) {
     const scalar_t* a_blk = a + bi * sab + m0 * sam;
     const scalar_t* b_blk = b + bi * sbb + n0 * sbn;
@@ -126,6 +171,10 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
       __syncthreads();
     }
     Out* c_blk = c + (bi * m + m0) * n + n0;
+    if constexpr (kClusterSum) {
+      sum_cluster_splits<scalar_t, Acc>(c_blk, acc, &slabs[0][0][0], m - m0, n - n0, n);
+      continue;
+    }
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
       const int64_t row = ty + i * kSpread;
@@ -175,15 +224,25 @@ void launch(const BmmProblem& p) {
   const int64_t k_split = ((p.k + splits - 1) / splits + depth - 1) / depth * depth;
   const int64_t used = splits > 1 ? (p.k + k_split - 1) / k_split : 1;
   const dim3 grid(unsigned(tiles_m * tiles_n), unsigned(batch_blocks), unsigned(used));
+  const scalar_t* a = p.a.const_data_ptr<scalar_t>();
+  const scalar_t* b = p.b.const_data_ptr<scalar_t>();
+  const int64_t split_depth = used > 1 ? k_split : std::max<int64_t>(p.k, 1);
   auto run = [&](auto* c) {
     bmm_kernel<scalar_t><<<grid, kThreads, 0, current_stream()>>>(
-        c, p.a.const_data_ptr<scalar_t>(), p.b.const_data_ptr<scalar_t>(), p.batch, p.m, p.n, p.k,
-        p.a_strides[0], p.a_strides[1], p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
-        used > 1 ? k_split : std::max<int64_t>(p.k, 1));
+        c, a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1], p.a_strides[2], p.b_strides[0],
+        p.b_strides[1], p.b_strides[2], tiles_n, split_depth);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (used == 1) {
     run(p.out.data_ptr<scalar_t>());
+    return;
+  }
+  if (used <= kMaxClusterSplits && clusters_available()) {  // one kernel: no partials, no second launch
+    const ClusterLaunch launch(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, bmm_kernel<scalar_t, scalar_t, true>, p.out.data_ptr<scalar_t>(),
+                                      a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1],
+                                      p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
+                                      split_depth));
     return;
   }
   at::Tensor partials = at::empty({used, total}, p.out.options().dtype(c10::CppTypeToScalarType<Acc>::value));
