@@ -35,7 +35,7 @@ import local_build  # noqa: E402,F401  (the in-place build of this checkout, whe
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 
 T = torch.ops.tiles
-PATHS = ("hopper", "mma", "general")
+PATHS = ("hopper", "mma", "general-32", "general-64")  # the general kernel at each of its tile widths
 GRAPH_CALLS = 20
 
 

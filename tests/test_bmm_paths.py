@@ -514,8 +514,9 @@ def test_on_path_refuses_what_a_path_cannot_take():
         torch.ops.tiles._bmm_on_path(a, b, "mma")
     with pytest.raises(RuntimeError, match="_bmm_on_path: the hopper path cannot take"):
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
-    with pytest.raises(RuntimeError, match="path must be"):
-        torch.ops.tiles._bmm_on_path(a, b, "fast")
+    for bad in ("fast", "general-16"):
+        with pytest.raises(RuntimeError, match="path must be"):
+            torch.ops.tiles._bmm_on_path(a, b, bad)
     assert_bmm_close(torch.ops.tiles._bmm_on_path(a, b, "general"), a, b)
 
 
@@ -550,15 +551,36 @@ SPLIT_K_CASES = [(1, 64, 10, 256), (1, 33, 17, 512), (2, 100, 70, 200), (1, 64, 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("case", SPLIT_K_CASES, ids=["x".join(map(str, c)) for c in SPLIT_K_CASES])
-def test_general_path_split_k(dtype, case):
+@pytest.mark.parametrize("path", ["general", "general-32", "general-64"])
+def test_general_path_split_k(dtype, case, path):
+    # "general" picks the tile width (tile_for in bmm/general.cu); the others force one, with split counts
+    # of their own
     batch, m, n, k = case
     a = make_tensor((batch, m, k), dtype, "cuda")
     b = make_tensor((1, k, n), dtype, "cuda")  # broadcast batch
     for x, y in [(a, b), (a.mT.contiguous().mT, b.mT.contiguous().mT)]:
         torch.full((batch * m * n,), float("nan"), dtype=dtype, device="cuda")  # the output's future memory
-        out = torch.ops.tiles._bmm_on_path(x, y, "general")
+        out = torch.ops.tiles._bmm_on_path(x, y, path)
         assert_bmm_close(out, x, y)
-        assert torch.equal(out, torch.ops.tiles._bmm_on_path(x, y, "general"))
+        assert torch.equal(out, torch.ops.tiles._bmm_on_path(x, y, path))
+
+
+# Tile edges of the general kernel's two tile widths: sizes around 32 and 64, a batch wider than one
+# grid dim allows (65535: blocks loop over it), strided and transposed operands, K below one slab.
+GENERAL_TILE_CASES = [(3, 31, 33, 5), (2, 32, 64, 64), (1, 65, 97, 130), (70000, 3, 2, 4), (2, 129, 1, 63)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("case", GENERAL_TILE_CASES, ids=["x".join(map(str, c)) for c in GENERAL_TILE_CASES])
+def test_general_path_both_tile_widths(dtype, case):
+    batch, m, n, k = case
+    a = make_tensor((batch, m, k), dtype, "cuda")
+    b = make_tensor((batch, k, n), dtype, "cuda", "transposed")
+    for x in (a, make_tensor((batch, m, k), dtype, "cuda", "sliced")):
+        outs = [torch.ops.tiles._bmm_on_path(x, b, path) for path in ("general-32", "general-64")]
+        for out in outs:
+            assert_bmm_close(out, x, b)
 
 
 @requires_cuda

@@ -57,11 +57,12 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
         check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
               tol * max(1, k))
-    # the general kernel's split-K: 8 splits summed in a thread block cluster (sm_90), 64 by a second kernel
-    for (mm, k, n) in [(33, 512, 17), (1, 4097, 1)]:
+    # the general kernel's tile widths, and its split-K: up to 8 splits summed in a thread block cluster
+    # (sm_90), 64 by a second kernel
+    for (mm, k, n) in [(33, 512, 17), (1, 4097, 1), (70, 100, 65)]:
         a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
-        check(f"bmm general split-K {mm}x{k}x{n}", T._bmm_on_path(a, w, "general"), a.double() @ w.double(),
-              tol * max(1, k))
+        for path in ("general-32", "general-64"):
+            check(f"bmm {path} {mm}x{k}x{n}", T._bmm_on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA

@@ -79,13 +79,14 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   } else if (path == "mma") {
     TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
   } else {
-    TILES_CHECK(path == "general", "tiles::_bmm_on_path: path must be 'hopper', 'mma' or 'general', got '",
+    TILES_CHECK(path == "general" || path == "general-32" || path == "general-64",
+                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'general', 'general-32' or 'general-64', got '",
                 std::string(path), "'");
   }
   if (p.out.numel() == 0) return p.out;
   if (path == "hopper") tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p);
   else if (path == "mma") mma::bmm(p);
-  else general::bmm(p);
+  else general::bmm(p, path == "general-32" ? 32 : path == "general-64" ? 64 : 0);
   return p.out;
 }
 

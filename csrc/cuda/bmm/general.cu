@@ -1,10 +1,12 @@
 // CUDA bmm, the general strided kernel: any dtype, any strides, batch broadcast through stride 0, any
 // GPU. The fallback for everything the tensor-core paths do not take (see bmm/bmm.cu).
 //
-// Each block computes a kTile x kTile tile of one output matrix. Per step it stages a kTile x depth
-// slab of a and a depth x kTile slab of b in shared memory (converted to the op-math type), and each
-// of its 256 threads accumulates a 4 x 4 sub-tile in registers. A thread's rows and columns are
-// spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads
+// Each block computes a kTile x kTile tile of one output matrix, 64 x 64, or 32 x 32 for small products
+// whose 64-wide tiles would not give every SM a block (tile_for). Per step it
+// stages a kTile x depth slab of a and a depth x kTile slab of b in shared memory (converted to the
+// op-math type), and each of its 256 threads accumulates a 4 x 4 (2 x 2) sub-tile in registers. A
+// thread's rows and columns are spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or
+// broadcast). Global loads
 // walk whichever of an operand's two matrix dims has unit stride, so both row- and column-major
 // operands (a.transpose(1, 2), b.mT) load coalesced. The next slab's loads are issued into registers
 // before the current slab is multiplied, so their latency hides behind the arithmetic: small products
@@ -27,10 +29,10 @@
 namespace tiles::cuda::general {
 namespace {
 
-constexpr int kTile = 64;    // output tile edge
 constexpr int kThreads = 256;
-constexpr int kMicro = 4;    // each thread: kMicro x kMicro outputs
-constexpr int kSpread = kTile / kMicro;  // 16: distance between a thread's rows (and columns)
+constexpr int kSpread = 16;  // distance between a thread's rows (and columns): 16 x 16 threads
+template <int kTile>
+constexpr int kMicroOf = kTile / kSpread;  // each thread: kMicroOf x kMicroOf outputs of a kTile x kTile tile
 // k-slab depth: deep slabs make few round trips to memory; two slabs of double stay within the 48 KiB
 // of static shared memory.
 template <class Acc>
@@ -40,7 +42,7 @@ constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 // One operand's [rows x depth] slab (a) or [depth x cols] slab (b), held in registers between its load
 // from global memory and its store to shared memory as [depth][kTile] (k-major).
 //   `outer_stride` steps along the tile's m (or n) dim, `k_stride` along k; zeros outside the matrix.
-template <class scalar_t, class Acc>
+template <class scalar_t, class Acc, int kTile>
 struct Slab {
   static constexpr int D = kDepth<Acc>;
   static constexpr int kPerThread = kTile * D / kThreads;
@@ -77,9 +79,11 @@ struct Slab {
 // The splits of one output tile, a cluster of gridDim.z blocks along z (block rank = split), sum their
 // partial tiles (`acc`, staged in `staging`) in split order; each block sums and stores a band of the
 // tile's rows.
-template <class scalar_t, class Acc>
-__device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk, const Acc (&acc)[kMicro][kMicro],
-                                                   Acc* staging, int64_t rows_left, int64_t cols_left, int64_t n) {
+template <class scalar_t, class Acc, int kTile>
+__device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
+                                                   const Acc (&acc)[kMicroOf<kTile>][kMicroOf<kTile>], Acc* staging,
+                                                   int64_t rows_left, int64_t cols_left, int64_t n) {
+  constexpr int kMicro = kMicroOf<kTile>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -113,13 +117,14 @@ __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
 // Writes c[batch][m][n] from k-blocks [blockIdx.z * k_split, + k_split): with one split (gridDim.z = 1)
 // or kClusterSum, c is the output (Out = scalar_t); otherwise this split's partials (Out = the op-math
 // type) at c + blockIdx.z * batch * m * n.
-template <class scalar_t, class Out, bool kClusterSum = false>
+template <class scalar_t, class Out, int kTile, bool kClusterSum = false>
 __global__ void __launch_bounds__(kThreads)
 bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
            int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sab, int64_t sam, int64_t sak,
            int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n, int64_t k_split) {
   using Acc = opmath_t<scalar_t>;
   constexpr int D = kDepth<Acc>;
+  constexpr int kMicro = kMicroOf<kTile>;
   // a's and b's slabs; +1: staging stores along kk do not collide in a bank. With kClusterSum the
   // same memory then stages the block's partial tile.
   __shared__ Acc slabs[2][D][kTile + 1];
@@ -137,7 +142,7 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
     const scalar_t* a_blk = a + bi * sab + m0 * sam;
     const scalar_t* b_blk = b + bi * sbb + n0 * sbn;
     Acc acc[kMicro][kMicro] = {};
-    Slab<scalar_t, Acc> a_next, b_next;
+    Slab<scalar_t, Acc, kTile> a_next, b_next;
     if (k_begin < k_end) {
       a_next.load(a_blk + k_begin * sak, sam, sak, m - m0, k - k_begin);
       b_next.load(b_blk + k_begin * sbk, sbn, sbk, n - n0, k - k_begin);
@@ -172,7 +177,7 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
     }
     Out* c_blk = c + (bi * m + m0) * n + n0;
     if constexpr (kClusterSum) {
-      sum_cluster_splits<scalar_t, Acc>(c_blk, acc, &slabs[0][0][0], m - m0, n - n0, n);
+      sum_cluster_splits<scalar_t, Acc, kTile>(c_blk, acc, &slabs[0][0][0], m - m0, n - n0, n);
       continue;
     }
 #pragma unroll
@@ -210,7 +215,7 @@ int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
   return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
 }
 
-template <class scalar_t>
+template <class scalar_t, int kTile>
 void launch(const BmmProblem& p) {
   using Acc = opmath_t<scalar_t>;
   const int64_t tiles_m = (p.m + kTile - 1) / kTile, tiles_n = (p.n + kTile - 1) / kTile;
@@ -228,7 +233,7 @@ void launch(const BmmProblem& p) {
   const scalar_t* b = p.b.const_data_ptr<scalar_t>();
   const int64_t split_depth = used > 1 ? k_split : std::max<int64_t>(p.k, 1);
   auto run = [&](auto* c) {
-    bmm_kernel<scalar_t><<<grid, kThreads, 0, current_stream()>>>(
+    bmm_kernel<scalar_t, std::remove_pointer_t<decltype(c)>, kTile><<<grid, kThreads, 0, current_stream()>>>(
         c, a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1], p.a_strides[2], p.b_strides[0],
         p.b_strides[1], p.b_strides[2], tiles_n, split_depth);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -239,7 +244,7 @@ void launch(const BmmProblem& p) {
   }
   if (used <= kMaxClusterSplits && clusters_available()) {  // one kernel: no partials, no second launch
     const ClusterLaunch launch(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, bmm_kernel<scalar_t, scalar_t, true>, p.out.data_ptr<scalar_t>(),
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, bmm_kernel<scalar_t, scalar_t, kTile, true>, p.out.data_ptr<scalar_t>(),
                                       a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1],
                                       p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
                                       split_depth));
@@ -254,8 +259,22 @@ void launch(const BmmProblem& p) {
 
 }  // namespace
 
-void bmm(const BmmProblem& p) {
-  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::bmm", [&] { launch<scalar_t>(p); });
+// 32-wide tiles for products of at most 2^22 multiply-adds whose 64-wide tiles leave SMs idle: there
+// four times the blocks, each a quarter of the work, finish sooner; above it their 2 x 2 sub-tiles (half
+// the arithmetic per shared-memory load) lose (NOTES.md, "General kernel and small float32 products").
+constexpr int64_t kMaxMacsFor32 = int64_t(1) << 22;
+int tile_for(const BmmProblem& p) {
+  const int64_t blocks_of_64 = (p.m + 63) / 64 * ((p.n + 63) / 64) * std::min<int64_t>(p.batch, 65535);
+  const int64_t macs = p.batch * p.m * p.n * p.k;
+  return blocks_of_64 < sm_count() && macs <= kMaxMacsFor32 ? 32 : 64;
+}
+
+void bmm(const BmmProblem& p, int tile) {
+  if (tile == 0) tile = tile_for(p);
+  TORCH_INTERNAL_ASSERT(tile == 32 || tile == 64, "general::bmm: tile ", tile);
+  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::bmm", [&] {
+    tile == 32 ? launch<scalar_t, 32>(p) : launch<scalar_t, 64>(p);
+  });
 }
 
 }  // namespace tiles::cuda::general
