@@ -349,14 +349,15 @@ def test_cross_entropy_op_rejects_bad_arguments(logits_shape, target, pattern, d
     with pytest.raises(RuntimeError, match="tiles::_cross_entropy") as excinfo:
         ops._cross_entropy(logits, torch.tensor(target, device=device))
     check_message(excinfo, pattern)
-    with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*'logits' must be a float"):
-        ops._cross_entropy(torch.zeros(3, 4, dtype=torch.int32, device=device), torch.zeros(3, dtype=torch.long,
-                                                                                           device=device))
+    for dtype in (torch.int32, torch.float8_e4m3fn):
+        with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*'logits' has dtype .*expected a float"):
+            ops._cross_entropy(torch.zeros(3, 4, device=device).to(dtype), torch.zeros(3, dtype=torch.long,
+                                                                                       device=device))
     rows = ops._cross_entropy(f32((3, 4), device), torch.tensor([0, 3, 1], device=device))
     assert rows.shape == (3,)
 
 
 @requires_cuda
 def test_cross_entropy_op_rejects_a_target_on_another_device():
-    with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*same device"):
+    with pytest.raises(RuntimeError, match=r"tiles::_cross_entropy.*same device, got cuda:0 and cpu"):
         ops._cross_entropy(f32((3, 4), "cuda"), torch.tensor([0, 1, 2]))

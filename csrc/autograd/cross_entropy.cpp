@@ -24,13 +24,16 @@ constexpr const char* kOp = "tiles::_cross_entropy";
 
 void check_args(const at::Tensor& logits, const at::Tensor& target) {
   TILES_CHECK(logits.dim() == 2, kOp, ": argument 'logits' must be 2-D [N, C], got ", logits.dim(), "-D");
-  TILES_CHECK(at::isFloatingType(logits.scalar_type()), kOp, ": argument 'logits' must be a float tensor, got ",
-              c10::toString(logits.scalar_type()));
+  const at::ScalarType dtype = logits.scalar_type();
+  TILES_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble, kOp,
+              ": argument 'logits' has dtype ", c10::toString(dtype),
+              "; expected a float tensor (float16, bfloat16, float32 or float64)");
   TILES_CHECK(at::isIntegralType(target.scalar_type(), /*includeBool=*/false), kOp,
               ": argument 'target' must hold integer class indices, got ", c10::toString(target.scalar_type()));
   TILES_CHECK(target.dim() == 1 && target.sym_size(0) == logits.sym_size(0), kOp,
               ": argument 'target' must be 1-D with one class index per row of 'logits'");
-  TILES_CHECK(logits.device() == target.device(), kOp, ": arguments 'logits' and 'target' must be on the same device");
+  TILES_CHECK(logits.device() == target.device(), kOp, ": arguments 'logits' and 'target' must be on the same device, got ",
+              logits.device().str(), " and ", target.device().str());
 }
 
 struct Parts {
@@ -58,8 +61,13 @@ struct CrossEntropyBackward : TilesNode<4> {  // saved: logits, one_hot, z, lse
     const at::Tensor one_hot = saved(1);
     at::Tensor z = saved(2), lse = saved(3);
     if (c10::GradMode::is_enabled()) {  // create_graph: the same values, recorded from the logits
-      const at::Tensor logits = saved(0);  // (the max detached: softmax does not depend on it)
-      z = calls::zip(logits, calls::reduce(logits, at::IntArrayRef{1}, "max", true).detach(), "sub");
+      const at::Tensor logits = saved(0);
+      at::Tensor max;
+      {
+        at::NoGradGuard constant;  // softmax does not depend on the shift
+        max = calls::reduce(logits, at::IntArrayRef{1}, "max", true);
+      }
+      z = calls::zip(logits, max, "sub");
       lse = calls::reduce(z, at::IntArrayRef{1}, "logsumexp", false);
     }
     const at::Tensor softmax = calls::map(calls::zip(z, lse.unsqueeze(1), "sub"), "exp");
