@@ -340,10 +340,11 @@ def test_python_wrappers_raise_runtime_error(device):
     ((2, 3, 4), [0, 1], r"'logits' must be 2-D"),
     ((3,), [0, 1, 2], r"'logits' must be 2-D"),
     ((3, 4), [0, 1], r"'target' must be 1-D with one class index per row"),
+    ((3, 0), [0, 1, 2], r"'logits' has no classes"),
     ((3, 4), [[0], [1], [2]], r"'target' must be 1-D"),
     ((3, 4), [0.0, 1.0, 2.0], r"'target' must hold integer class indices"),
     ((3, 4), [True, False, True], r"'target' must hold integer class indices"),
-], ids=["3d", "1d", "short_target", "2d_target", "float_target", "bool_target"])
+], ids=["3d", "1d", "short_target", "no_classes", "2d_target", "float_target", "bool_target"])
 def test_cross_entropy_op_rejects_bad_arguments(logits_shape, target, pattern, device):
     logits = f32(logits_shape, device)
     with pytest.raises(RuntimeError, match="tiles::_cross_entropy") as excinfo:

@@ -196,6 +196,17 @@ def test_cross_entropy_refuses_forward_ad():
             F.cross_entropy(dual, torch.tensor([0, 2, 1, 2]))
 
 
+def test_cross_entropy_of_no_rows(device):
+    # An empty batch: empty rows, an empty gradient, and the mean of nothing is NaN, as in PyTorch.
+    logits = leaf(torch.randn(0, 5, device=device))
+    target = torch.zeros(0, dtype=torch.long, device=device)
+    rows = F.cross_entropy(logits, target, reduction="none")
+    assert rows.shape == (0,)
+    (grad,) = torch.autograd.grad(rows.sum(), logits)
+    assert grad.shape == (0, 5)
+    assert torch.isnan(F.cross_entropy(logits, target)) and torch.isnan(TF.cross_entropy(logits.detach(), target))
+
+
 def test_cross_entropy_rejects_bad_shapes():
     with pytest.raises(ValueError, match="logits"):
         F.cross_entropy(torch.randn(2, 3, 4), torch.zeros(2, dtype=torch.long))

@@ -176,6 +176,7 @@ def _cross_entropy_fake(logits, target):
     op = "tiles::_cross_entropy"
     torch._check(logits.dim() == 2, lambda: f"{op}: argument 'logits' must be 2-D [N, C], got {logits.dim()}-D")
     _check_float(op, "logits", logits)
+    torch._check(logits.shape[1] > 0, lambda: f"{op}: argument 'logits' has no classes (shape [N, 0])")
     if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
         raise RuntimeError(f"{op}: argument 'target' must hold integer class indices, got {target.dtype}")
     torch._check(target.dim() == 1 and target.shape[0] == logits.shape[0],

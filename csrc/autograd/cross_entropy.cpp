@@ -30,6 +30,7 @@ void check_args(const at::Tensor& logits, const at::Tensor& target) {
               "; expected a float tensor (float16, bfloat16, float32 or float64)");
   TILES_CHECK(at::isIntegralType(target.scalar_type(), /*includeBool=*/false), kOp,
               ": argument 'target' must hold integer class indices, got ", c10::toString(target.scalar_type()));
+  TILES_CHECK(logits.sym_size(1) > 0, kOp, ": argument 'logits' has no classes (shape [N, 0])");
   TILES_CHECK(target.dim() == 1 && target.sym_size(0) == logits.sym_size(0), kOp,
               ": argument 'target' must be 1-D with one class index per row of 'logits'");
   TILES_CHECK(logits.device() == target.device(), kOp, ": arguments 'logits' and 'target' must be on the same device, got ",
