@@ -50,6 +50,9 @@ void allow_dynamic_smem(int bytes) {
   raised.fetch_or(bit);
 }
 
+// Blocks per thread block cluster without the non-portable opt-in (allow_clusters_of_16).
+constexpr int kPortableCluster = 8;
+
 // Thread block clusters: sm_90a builds running on an sm_90 device.
 inline bool clusters_available() {
 #if defined(TILES_HAS_SM90A)

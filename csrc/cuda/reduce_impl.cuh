@@ -146,7 +146,7 @@ long_rows_kernel(scalar_t* __restrict__ out, acc_t<scalar_t, F>* __restrict__ pa
 
 // ---- columns: out[c] reduces x[r * row_stride + c] over r; blockDim (32, 8) ----------------------
 constexpr int kColThreads = 32, kColRows = 8;
-constexpr int kPortableCluster = 8, kMaxCluster = 16;  // blocks per thread block cluster (16: an opt-in)
+constexpr int kMaxCluster = 16;  // blocks per thread block cluster, beyond kPortableCluster by an opt-in
 
 // The segments' totals meet in the shared memory of their cluster's first block (kCluster: a cluster
 // of `segments` blocks along y, block rank = segment), which combines them in segment order.
@@ -354,9 +354,9 @@ void launch_rows(const ReduceProblem& p) {
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
 
-// How many row segments to combine in a cluster (0: through partials; clusters let the row segments of
-// a column block combine in shared memory instead of through partials and finish_kernel), given how many the grid would
-// otherwise have: the largest power of two from 2 to 16 that keeps to about one block per SM, if that
+// How many row segments of a column block to combine in a cluster's shared memory (0: through partials
+// and finish_kernel), given how many the grid would otherwise have: the largest power of two from 2 to
+// 16 that keeps to about one block per SM, if that
 // makes from one block per two SMs to two per SM; with few column blocks partials win (the sizes and
 // the bounds measured in benchmarks/NOTES.md "Column reductions: cluster size").
 template <auto kKernel>

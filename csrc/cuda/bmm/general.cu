@@ -1,13 +1,12 @@
 // CUDA bmm, the general strided kernel: any dtype, any strides, batch broadcast through stride 0, any
 // GPU. The fallback for everything the tensor-core paths do not take (see bmm/bmm.cu).
 //
-// Each block computes a kTile x kTile tile of one output matrix, 64 x 64, or 32 x 32 for small products
-// whose 64-wide tiles would not give every SM a block (tile_for). Per step it
-// stages a kTile x depth slab of a and a depth x kTile slab of b in shared memory (converted to the
-// op-math type), and each of its 256 threads accumulates a 4 x 4 (2 x 2) sub-tile in registers. A
-// thread's rows and columns are spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or
-// broadcast). Global loads
-// walk whichever of an operand's two matrix dims has unit stride, so both row- and column-major
+// Each block computes a kTile x kTile tile of one output matrix: 64 x 64, or 32 x 32 for small products
+// whose 64-wide tiles would not give every SM a block (tile_for). Per step it stages a kTile x depth
+// slab of a and a depth x kTile slab of b in shared memory (converted to the op-math type), and each of
+// its 256 threads accumulates a 4 x 4 (2 x 2) sub-tile in registers. A thread's rows and columns are
+// spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads walk
+// whichever of an operand's two matrix dims has unit stride, so both row- and column-major
 // operands (a.transpose(1, 2), b.mT) load coalesced. The next slab's loads are issued into registers
 // before the current slab is multiplied, so their latency hides behind the arithmetic: small products
 // (a narrow layer's, tens of microseconds of work or less) are a chain of these round trips.
@@ -37,7 +36,6 @@ constexpr int kMicroOf = kTile / kSpread;  // each thread: kMicroOf x kMicroOf o
 // of static shared memory.
 template <class Acc>
 constexpr int kDepth = sizeof(Acc) == 8 ? 32 : 64;
-constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 // One operand's [rows x depth] slab (a) or [depth x cols] slab (b), held in registers between its load
 // from global memory and its store to shared memory as [depth][kTile] (k-major).
@@ -97,13 +95,13 @@ __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
   const int band = (kTile + splits - 1) / splits;
   const int first = rank * band * kTile, last = min(kTile, (rank + 1) * band) * kTile;
   for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
-    Acc part[kMaxClusterSplits];  // every load in flight before the first add
+    Acc part[kPortableCluster];  // every load in flight before the first add
 #pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s)
+    for (int s = 0; s < kPortableCluster; ++s)
       if (s < splits) part[s] = cluster.map_shared_rank(staging, s)[e];
     Acc sum = part[0];
 #pragma unroll
-    for (int s = 1; s < kMaxClusterSplits; ++s)
+    for (int s = 1; s < kPortableCluster; ++s)
       if (s < splits) sum += part[s];
     const int row = e / kTile, col = e % kTile;
     if (row < rows_left && col < cols_left) c_blk[row * n + col] = scalar_t(sum);
@@ -242,9 +240,9 @@ void launch(const BmmProblem& p) {
     run(p.out.data_ptr<scalar_t>());
     return;
   }
-  if (used <= kMaxClusterSplits && clusters_available()) {  // one kernel: no partials, no second launch
-    const ClusterLaunch launch(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, bmm_kernel<scalar_t, scalar_t, kTile, true>, p.out.data_ptr<scalar_t>(),
+  if (used <= kPortableCluster && clusters_available()) {  // one kernel: no partials, no second launch
+    const ClusterLaunch cluster(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cluster.config, bmm_kernel<scalar_t, scalar_t, kTile, true>, p.out.data_ptr<scalar_t>(),
                                       a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1],
                                       p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
                                       split_depth));
@@ -257,8 +255,6 @@ void launch(const BmmProblem& p) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-}  // namespace
-
 // 32-wide tiles for products of at most 2^22 multiply-adds whose 64-wide tiles leave SMs idle: there
 // four times the blocks, each a quarter of the work, finish sooner; above it their 2 x 2 sub-tiles (half
 // the arithmetic per shared-memory load) lose (NOTES.md, "General kernel and small float32 products").
@@ -268,6 +264,8 @@ int tile_for(const BmmProblem& p) {
   const int64_t macs = p.batch * p.m * p.n * p.k;
   return blocks_of_64 < sm_count() && macs <= kMaxMacsFor32 ? 32 : 64;
 }
+
+}  // namespace
 
 void bmm(const BmmProblem& p, int tile) {
   if (tile == 0) tile = tile_for(p);

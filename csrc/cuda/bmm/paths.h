@@ -34,10 +34,8 @@ enum class Path { hopper, hopper_tf32, mma, general };
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
-// The output tile edge for p: 32 for a product of at most 2^22 multiply-adds whose 64-wide tiles would
-// be fewer blocks than SMs, else 64.
-int tile_for(const BmmProblem& p);
-// `tile` 0: tile_for(p); 32 or 64 forces one (tests and benchmarks, through tiles::_bmm_on_path).
+// `tile`: the output tile edge, 0 to let the kernel pick (32 for small products that would leave SMs
+// idle, else 64), 32 or 64 to force one (tests and benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
 }
 
