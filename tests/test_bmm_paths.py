@@ -7,7 +7,8 @@ multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and 
 than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
-base are not 16-byte aligned (``mma-sync <kind> unaligned``: loaded element by element). Few output
+base are not 16-byte aligned (``mma-sync <kind> unaligned 4-byte`` where 4-byte copies divide them,
+else ``mma-sync <kind> unaligned``: loaded element by element). Few output
 tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
 and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
@@ -353,36 +354,59 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
 
 
-def unaligned_operand(layout, batch, rows, cols, dtype):
-    """[batch, rows, cols] whose base is one element past a 16-byte boundary and whose leading dimension
-    is one more than its length: 'row', 'col' (the .mT of such a row-major tensor), or 'col-sliced'
-    (every other batch of a column-major one, so the batch stride is odd too)."""
+def unaligned_operand(layout, batch, rows, cols, dtype, step=1):
+    """[batch, rows, cols] whose base is `step` elements past a 16-byte boundary and whose leading
+    dimension is `step` more than its length: 'row', 'col' (the .mT of such a row-major tensor), or
+    'col-sliced' (every other batch of a column-major one, so the batch stride is unaligned too)."""
     if layout == "row":
-        return make_tensor((batch, rows, cols + 1), dtype, "cuda")[:, :, 1:]
+        return make_tensor((batch, rows, cols + step), dtype, "cuda")[:, :, step:]
     if layout == "col":
-        return make_tensor((batch, cols, rows + 1), dtype, "cuda")[:, :, 1:].mT
+        return make_tensor((batch, cols, rows + step), dtype, "cuda")[:, :, step:].mT
     if layout == "col-sliced":
-        return make_tensor((2 * batch, cols + 1, rows + 1), dtype, "cuda")[::2, 1:, 1:].mT
+        return make_tensor((2 * batch, cols + step, rows + step), dtype, "cuda")[::2, step:, step:].mT
     raise ValueError(layout)
 
 
-# Shapes for the element-by-element loads: partial tiles, K past the stage ring (128 x 128 x 32 tiles,
+# Shapes for the unaligned loads: partial tiles, K past the stage ring (128 x 128 x 32 tiles,
 # 3-4 stages), one row or column, K of one.
 UNALIGNED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
                     (4, 64, 64, 64)]
 UNALIGNED_KINDS = [k for k in MMA_KINDS if k[0] != torch.float64]  # float64 needs aligned operands
+# An odd step leaves 16-bit operands 2-byte aligned (element-by-element loads); an even one, or any
+# float32 step, 4-byte aligned (4-byte cp.async copies).
+STEPS = [(k, step) for k in UNALIGNED_KINDS for step in ((1, 2) if k[0].itemsize == 2 else (1,))]
+
+
+def unaligned_path_name(kind, step):
+    four_bytes = kind[0].itemsize * step % 4 == 0
+    return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (" 4-byte" if four_bytes else "")
 
 
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("shape", UNALIGNED_SHAPES, ids=["x".join(map(str, s)) for s in UNALIGNED_SHAPES])
-@pytest.mark.parametrize("kind", UNALIGNED_KINDS, ids=[MMA_KINDS[k][0] for k in UNALIGNED_KINDS])
-def test_mma_path_unaligned(kind, shape, layouts):
+@pytest.mark.parametrize("kind_step", STEPS, ids=[f"{MMA_KINDS[k][0]}-step{s}" for k, s in STEPS])
+def test_mma_path_unaligned(kind_step, shape, layouts):
     mma_expected()
+    kind, step = kind_step
     batch, m, n, k = shape
-    a = unaligned_operand(layouts[0], batch, m, k, kind[0])
-    b = unaligned_operand(layouts[1], batch, k, n, kind[0])
-    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned", SPLIT_K))
+    a = unaligned_operand(layouts[0], batch, m, k, kind[0], step)
+    b = unaligned_operand(layouts[1], batch, k, n, kind[0], step)
+    check_mma_kind(kind, a, b, (unaligned_path_name(kind, step), SPLIT_K))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_mma_copy_width_is_the_narrower_operands(dtype):
+    # one aligned operand and one 4-byte-aligned one copy 4 bytes; a 2-byte-aligned one, element-wise
+    mma_expected()
+    name = MMA_KINDS[(dtype, "highest")][0]
+    a = make_tensor((2, 150, 96), dtype, "cuda")
+    b4, b2 = (unaligned_operand("row", 2, 96, 200, dtype, step) for step in (2, 1))
+    assert torch.ops.tiles._bmm_path(a, b4) == f"mma-sync {name} unaligned 4-byte"
+    assert torch.ops.tiles._bmm_path(b4.mT, b2) == f"mma-sync {name} unaligned"
+    for x, y in ((a, b4), (b4.mT, b2)):
+        assert_bmm_close(poisoned_bmm(x, y), x, y)
 
 
 @requires_cuda

@@ -50,9 +50,11 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         # logsumexp: (max, sum) pairs through the same shuffles, partials and clusters
         lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
         check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
-    # K = 17 and 99: rows that are not 16-byte aligned, which the mma kernel loads element by element
-    # (float64: the general kernel), 99 over more k-tiles than its stage ring; the last: split-K
-    for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (1, 1, 1, 1), (3, 8, 0, 5), (1, 64, 300, 10)]:
+    # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 4 bytes at a
+    # time (98; float32) or loads element by element (16-bit, 17 and 99; float64: the general kernel),
+    # 98 and 99 over more k-tiles than its stage ring; the last: split-K
+    for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
+                          (1, 64, 300, 10)]:
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
         check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
         check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),

@@ -55,7 +55,10 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   switch (choose_path(p, &why)) {  // the choice bmm makes
     case Path::hopper: return hopper::streams_output(p) ? "hopper-wgmma streaming-store" : "hopper-wgmma";
     case Path::hopper_tf32: return std::string("hopper-wgmma ") + mma::kind(p);
-    case Path::mma: return std::string("mma-sync ") + mma::kind(p) + (mma::unaligned(p) ? " unaligned" : "");
+    case Path::mma: {
+      const int bytes = mma::copy_bytes(p);
+      return std::string("mma-sync ") + mma::kind(p) + (bytes == 16 ? "" : bytes == 4 ? " unaligned 4-byte" : " unaligned");
+    }
     case Path::general: break;
   }
   return std::string("general: ") + why;

@@ -74,14 +74,14 @@ struct TileLoader {
     if (kt < full_tiles && rows_left == BM) {  // every chunk whole: the copies of all tiles but edge ones
 #pragma unroll
       for (int pass = 0; pass < 4; ++pass)
-        mma::cp_async16(s + at + pass * kRowsPerPass * kRowLen<kMn>, from + pass * pass_step, 16);
+        mma::cp_async<16>(s + at + pass * kRowsPerPass * kRowLen<kMn>, from + pass * pass_step, 16);
       return;
     }
     const int k_left = int(std::min<int64_t>(k - int64_t(kt) * BK, BK));
 #pragma unroll
     for (int pass = 0; pass < 4; ++pass) {
       const int elems = elements(pass, k_left);
-      mma::cp_async16(s + at + pass * kRowsPerPass * kRowLen<kMn>, elems > 0 ? from + pass * pass_step : origin,
+      mma::cp_async<16>(s + at + pass * kRowsPerPass * kRowLen<kMn>, elems > 0 ? from + pass * pass_step : origin,
                       elems * 8);
     }
   }

@@ -15,7 +15,7 @@
 
 namespace tiles::cuda::mma {
 
-template <class Atom, bool kMnA, bool kMnB, bool kAligned>
+template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
 void launch(const Params<typename Atom::Elem>& p);
 
 }  // namespace tiles::cuda::mma
@@ -30,23 +30,23 @@ namespace tiles::cuda::mma {
 
 namespace {
 
-template <class Atom, bool kMnA, bool kMnB, bool kAligned>
+template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
 void launch_kind(const Params<typename Atom::Elem>& q) {
   if constexpr (!std::is_same_v<Atom, F64>) {
-    launch<Atom, kMnA, kMnB, kAligned>(q);
-  } else if constexpr (kAligned) {
+    launch<Atom, kMnA, kMnB, kCopyBytes>(q);
+  } else if constexpr (kCopyBytes == 16) {
     dmma::launch<kMnA, kMnB>(q);
   } else {
     TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for float64 operands that are not 16-byte aligned");
   }
 }
 
-template <class Atom, bool kAligned>
+template <class Atom, int kCopyBytes>
 void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
-  if (mn_a && mn_b) return launch_kind<Atom, true, true, kAligned>(q);
-  if (mn_a) return launch_kind<Atom, true, false, kAligned>(q);
-  if (mn_b) return launch_kind<Atom, false, true, kAligned>(q);
-  launch_kind<Atom, false, false, kAligned>(q);
+  if (mn_a && mn_b) return launch_kind<Atom, true, true, kCopyBytes>(q);
+  if (mn_a) return launch_kind<Atom, true, false, kCopyBytes>(q);
+  if (mn_b) return launch_kind<Atom, false, true, kCopyBytes>(q);
+  launch_kind<Atom, false, false, kCopyBytes>(q);
 }
 
 template <class Atom>
@@ -60,9 +60,15 @@ void run(const BmmProblem& p) {
   q.batch = p.batch, q.m = p.m, q.n = p.n, q.k = p.k;
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
-  if (p.k == 0) return launch_kind<Atom, false, false, true>(q);  // no operand is read
-  if (la.aligned && lb.aligned) return launch_layout<Atom, true>(q, la.mn_major, lb.mn_major);
-  launch_layout<Atom, false>(q, la.mn_major, lb.mn_major);
+  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
+  switch (copy_bytes(p)) {
+    case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
+    case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
+    default:
+      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major);
+      TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),
+                  "-byte aligned");
+  }
 }
 
 }  // namespace
@@ -89,13 +95,17 @@ bool can_run(const BmmProblem& p, const char** why) {
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
   if (!layout_of_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
   if (!layout_of_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
-  if (p.out.scalar_type() == at::kDouble && unaligned(p))
+  if (p.out.scalar_type() == at::kDouble && copy_bytes(p) != 16)
     return refuse(why, "float64 operands need 16-byte-aligned strides and base");
   return true;
 #endif
 }
 
-bool unaligned(const BmmProblem& p) { return p.k != 0 && !(layout_of_a(p).aligned && layout_of_b(p).aligned); }
+int copy_bytes(const BmmProblem& p) {
+  if (p.k == 0) return 16;
+  const int both = std::min(layout_of_a(p).align_bytes, layout_of_b(p).align_bytes);
+  return both >= 16 ? 16 : both >= 4 ? 4 : both;
+}
 
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {

@@ -5,6 +5,8 @@
 //   load_b(get, lane)  builds lane's B fragment from get(n, k);
 //   c_row / c_col      place lane's accumulator e in the C tile;
 //   mma(c, a, b)       c += a * b.
+// An atom with kLdmatrix also reads its fragments from a shared-memory tile itself (load_a_smem /
+// load_b_smem, with `ldmatrix`), in either major order, instead of element by element through get().
 // The lane layouts are those of the PTX ISA's "Matrix fragments for mma.m16n8k*" / "mma.m8n8k4" figures
 // (g = lane / 4 is the fragment row group, t = lane % 4 the thread in the group).
 #pragma once
@@ -44,6 +46,25 @@ __device__ __forceinline__ void gather_b_m16n8k8(Get get, int lane, T (&b)[2]) {
   for (int i = 0; i < 2; ++i) b[i] = get(g, t + 4 * i);
 }
 
+// `ldmatrix`: kCount 8 x 8 matrices of 16-bit elements, whose rows (16 bytes each, 16-byte aligned) the
+// lanes 8 j .. 8 j + 7 address for matrix j; lane l receives register j = the two elements at row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1 of matrix j (kTrans: of its transpose), the first in the low half.
+template <int kCount, bool kTrans>
+__device__ __forceinline__ void ldmatrix(uint32_t (&r)[kCount], const void* row) {
+  const uint32_t addr = uint32_t(__cvta_generic_to_shared(row));
+  if constexpr (kCount == 4 && kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  else if constexpr (kCount == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  else if constexpr (kCount == 2 && kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+  static_assert(kCount == 2 || kCount == 4);
+}
+
 // Accumulator layout shared by the m16n8 atoms: c[e] at row g + 8 (e / 2), column 2 t + e % 2.
 struct M16N8Accumulator {
   static constexpr int kAcc = 4;
@@ -58,6 +79,7 @@ struct M16N8Accumulator {
 // (bmm/dmma_kernel.cuh) uses it, and fills the fragments itself: one 8-byte shared-memory load
 // straight into each operand register.
 struct F64 : M16N8Accumulator {
+  static constexpr bool kLdmatrix = false;
   using Elem = double;
   using Acc = double;
   static constexpr int M = 16, N = 8, K = 8;
@@ -89,6 +111,7 @@ struct F64 : M16N8Accumulator {
 // float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does
 // when torch.backends.cuda.matmul.allow_tf32 is set (matmul precision "high").
 struct Tf32 : M16N8Accumulator {
+  static constexpr bool kLdmatrix = false;
   static constexpr bool kFreshPerTile = false;
   using Elem = float;
   using Acc = float;
@@ -124,6 +147,7 @@ struct Tf32 : M16N8Accumulator {
 // small = tf32(x - big), and a * b ~= a_small b_big + a_big b_small + a_big b_big (the dropped
 // a_small b_small is ~2^-22 of the product). Three TF32 multiplies, small terms first.
 struct Tf32x3 : M16N8Accumulator {
+  static constexpr bool kLdmatrix = false;
   // The tensor cores add each product sum into the float32 accumulator rounding toward zero: over
   // K = 4096 (1536 instructions per output) that bias alone gave 18x cuBLAS SGEMM's error. So each
   // k-tile accumulates into fresh registers, added to the running sum with a rounded float32 add.
@@ -175,17 +199,27 @@ struct Half16 : M16N8Accumulator {
   static constexpr int kPadK = 8, kPadMN = 8;
   struct FragA { uint32_t r[4]; };
   struct FragB { uint32_t r[2]; };
-  __device__ static uint32_t pack(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
-  template <class Get>
-  __device__ static FragA load_a(Get get, int lane) {
-    const int g = lane / 4, k = 2 * (lane % 4);
-    return {{pack(get(g, k), get(g, k + 1)), pack(get(g + 8, k), get(g + 8, k + 1)),
-             pack(get(g, k + 8), get(g, k + 9)), pack(get(g + 8, k + 8), get(g + 8, k + 9))}};
+  // The A fragment (rows g and g + 8, k pairs at 2 t and 2 t + 8) is four 8 x 8 matrices: rows 0-7 and
+  // 8-15 of k 0-7, then of k 8-15; B's (row g of N, the same k pairs) is two. From a tile whose element
+  // (r, k) lies at s[r * ld + k] (K-contiguous: the matrices as stored) or at s[k * ld + r]
+  // (M/N-contiguous: stored transposed, so ldmatrix transposes them back). `ld` keeps rows 16-byte
+  // aligned and 8 consecutive rows on distinct banks (the tile's padding).
+  static constexpr bool kLdmatrix = true;
+  template <bool kMn>
+  __device__ static FragA load_a_smem(const Elem* s, int ld, int r0, int k0, int lane) {
+    const int j = lane / 8, row = lane % 8;  // lane addresses row `row` of matrix j
+    const int r = r0 + row * !kMn + 8 * (j % 2), k = k0 + row * kMn + 8 * (j / 2);
+    FragA f;
+    ldmatrix<4, kMn>(f.r, kMn ? s + k * ld + r : s + r * ld + k);
+    return f;
   }
-  template <class Get>
-  __device__ static FragB load_b(Get get, int lane) {
-    const int g = lane / 4, k = 2 * (lane % 4);
-    return {{pack(get(g, k), get(g, k + 1)), pack(get(g, k + 8), get(g, k + 9))}};
+  template <bool kMn>
+  __device__ static FragB load_b_smem(const Elem* s, int ld, int n0, int k0, int lane) {
+    const int j = (lane / 8) % 2, row = lane % 8;  // lanes 16-31 repeat 0-15 (ldmatrix.x2 ignores them)
+    const int n = n0 + row * !kMn, k = k0 + row * kMn + 8 * j;
+    FragB f;
+    ldmatrix<2, kMn>(f.r, kMn ? s + k * ld + n : s + n * ld + k);
+    return f;
   }
   __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) {
     if constexpr (kBf16)

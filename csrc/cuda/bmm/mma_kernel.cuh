@@ -2,16 +2,18 @@
 //
 // A block computes a BM x BN tile of one output matrix; its warps each a WM x WN part of it, as a grid
 // of atoms whose fragments stay in registers. Operand tiles BM x BK (a) and BK x BN (b) stream through
-// a ring of kStages shared-memory buffers filled by cp.async (16-byte copies, zero-filled past the
-// matrix edges), so the loads of the next tiles overlap the multiplies of this one; one barrier per
-// k-tile. Operands whose rows or base are not 16-byte aligned (a K or N that is not a multiple of 8,
-// a sliced view) run the same kernel with kAligned = false: each thread loads its share of the next
-// tile element by element into registers before the multiplies of this one and stores it to shared
-// memory after them, so those loads' latency still hides behind the tensor cores (TileCopy).
+// a ring of kStages shared-memory buffers filled by cp.async (zero-filled past the matrix edges), so
+// the loads of the next tiles overlap the multiplies of this one; one barrier per k-tile. The copies
+// are kCopyBytes wide: 16 where both operands' bases and strides allow, else 4 (a K or N that is not a
+// multiple of 8, a sliced view). 16-bit operands with an odd stride or base (kCopyBytes = 2) are
+// loaded element by element: each thread loads its share of the next tile into registers before the
+// multiplies of this one and stores it to shared memory after them, so those loads' latency still
+// hides behind the tensor cores (TileCopy).
 // Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
 // kMnB: b is N-contiguous, i.e. row-major), so no operand is ever copied or transposed; the atom's
-// fragment loads read either order, and the row padding (the atom's kPadK / kPadMN) keeps them free
-// of bank conflicts. Output tiles go from the accumulators straight to the contiguous output.
+// fragment loads read either order (16-bit atoms with ldmatrix, transposing where the tile is
+// M/N-contiguous), and the row padding (the atom's kPadK / kPadMN) keeps them free of bank conflicts.
+// Output tiles go from the accumulators straight to the contiguous output.
 #pragma once
 
 #include <algorithm>
@@ -44,19 +46,30 @@ struct Config {
 
 // One operand tile in shared memory: `rows` x BK (K-contiguous) or BK x `rows` (M/N-contiguous),
 // each row padded.
-template <class Atom, int kRows, int BK, bool kMn>
+template <class Atom, int kRows, int BK, bool kMn_>
 struct Tile {
   using Elem = typename Atom::Elem;
+  static constexpr bool kMn = kMn_;
   static constexpr int kLd = kMn ? kRows + Atom::kPadMN : BK + Atom::kPadK;  // elements per smem row
   static constexpr int kElems = (kMn ? BK : kRows) * kLd;
   // Shared-memory rows (kOuter) of kInner elements, the inner dim contiguous in global memory too.
   static constexpr int kOuter = kMn ? BK : kRows, kInner = kMn ? kRows : BK;
-  static constexpr int kChunk = 16 / sizeof(Elem);                           // elements per cp.async
-  static constexpr int kChunksPerRow = kInner / kChunk;
-  static constexpr int kChunks = kOuter * kChunksPerRow;
   // The element at (r, k): r along M (or N), k along K.
   __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
 };
+
+// Lane's fragments of the atom at (r0, k0) of a shared-memory tile: by the atom's own ldmatrix loads
+// where it has them, else element by element.
+template <class Atom, class TileT>
+__device__ __forceinline__ typename Atom::FragA fragment_a(const typename Atom::Elem* s, int r0, int k0, int lane) {
+  if constexpr (Atom::kLdmatrix) return Atom::template load_a_smem<TileT::kMn>(s, TileT::kLd, r0, k0, lane);
+  else return Atom::load_a([&](int r, int k) { return TileT::at(s, r0 + r, k0 + k); }, lane);
+}
+template <class Atom, class TileT>
+__device__ __forceinline__ typename Atom::FragB fragment_b(const typename Atom::Elem* s, int r0, int k0, int lane) {
+  if constexpr (Atom::kLdmatrix) return Atom::template load_b_smem<TileT::kMn>(s, TileT::kLd, r0, k0, lane);
+  else return Atom::load_b([&](int r, int k) { return TileT::at(s, r0 + r, k0 + k); }, lane);
+}
 
 // Block b's output tile (bmm/tile_order.cuh): its first row and column.
 struct TileOrigin {
@@ -67,50 +80,58 @@ __device__ __forceinline__ TileOrigin grouped_tile_origin(int b, int tiles_m, in
   return {int64_t(t.tm) * bm, int64_t(t.tn) * bn};
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+// Copies kBytes (16, 8 or 4) from global to shared memory, zero-filling past the first src_bytes.
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+  if constexpr (kBytes == 16)  // .cg (L2 only) exists for 16-byte copies alone
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(kBytes), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending)); }
 
-// Copies the operand tile whose (r, k) origin is (r0, k0) into `s`. `g` points at the operand's
-// element (r0, k0)'s matrix; rows past `r_left` / columns past `k_left` are zero-filled.
-template <class TileT, bool kMn, int kThreads>
+// Copies the operand tile whose (r, k) origin is (r0, k0) into `s`, kBytes per cp.async. `g` points at
+// the operand's element (r0, k0)'s matrix; rows past `r_left` / columns past `k_left` are zero-filled.
+template <class TileT, bool kMn, int kThreads, int kBytes>
 __device__ __forceinline__ void load_tile(typename TileT::Elem* s, const typename TileT::Elem* g, int64_t ld,
                                           int64_t r0, int64_t k0, int64_t r_left, int64_t k_left) {
   using Elem = typename TileT::Elem;
+  constexpr int kChunk = kBytes / int(sizeof(Elem));  // elements per copy
+  constexpr int kChunksPerRow = TileT::kInner / kChunk, kChunks = TileT::kOuter * kChunksPerRow;
   // Outer index (smem row) and inner index (contiguous in global memory and in smem).
   const int64_t outer_left = kMn ? k_left : r_left, inner_left = kMn ? r_left : k_left;
   const int64_t outer0 = kMn ? k0 : r0, inner0 = kMn ? r0 : k0;
 #pragma unroll
-  for (int pass = 0; pass < (TileT::kChunks + kThreads - 1) / kThreads; ++pass) {
+  for (int pass = 0; pass < (kChunks + kThreads - 1) / kThreads; ++pass) {
     const int i = pass * kThreads + int(threadIdx.x);
-    if (TileT::kChunks % kThreads != 0 && i >= TileT::kChunks) break;
-    const int outer = i / TileT::kChunksPerRow, inner = (i % TileT::kChunksPerRow) * TileT::kChunk;
-    const int64_t valid = outer < outer_left ? std::min<int64_t>(TileT::kChunk, inner_left - inner) : 0;
+    if (kChunks % kThreads != 0 && i >= kChunks) break;
+    const int outer = i / kChunksPerRow, inner = (i % kChunksPerRow) * kChunk;
+    const int64_t valid = outer < outer_left ? std::min<int64_t>(kChunk, inner_left - inner) : 0;
     const Elem* src = valid > 0 ? g + (outer0 + outer) * ld + inner0 + inner : g;
-    cp_async16(s + outer * TileT::kLd + inner, src, valid > 0 ? int(valid * sizeof(Elem)) : 0);
+    cp_async<kBytes>(s + outer * TileT::kLd + inner, src, valid > 0 ? int(valid * sizeof(Elem)) : 0);
   }
 }
 
 // How one operand tile gets from global to shared memory, in two steps around the multiplies of the
 // previous tile: begin() starts the copy, finish() completes it (then a barrier makes it visible).
-// kAligned: begin() issues 16-byte cp.async copies straight into shared memory, finish() has nothing
-// left to do. Otherwise begin() loads this thread's elements into registers and finish() stores them.
-template <class TileT, bool kMn, int kThreads, bool kAligned>
+// kCopyBytes of 4 or more: begin() issues cp.async copies of that width straight into shared memory,
+// finish() has nothing left to do. Narrower: begin() loads this thread's elements into registers and
+// finish() stores them.
+template <class TileT, bool kMn, int kThreads, int kCopyBytes, bool kAsync = (kCopyBytes >= 4)>
 struct TileCopy {
   using Elem = typename TileT::Elem;
   __device__ __forceinline__ void begin(Elem* s, const Elem* g, int64_t ld, int64_t r0, int64_t k0, int64_t r_left,
                                         int64_t k_left) {
-    load_tile<TileT, kMn, kThreads>(s, g, ld, r0, k0, r_left, k_left);
+    load_tile<TileT, kMn, kThreads, kCopyBytes>(s, g, ld, r0, k0, r_left, k_left);
   }
   __device__ __forceinline__ void finish(Elem*) const {}
 };
 
-template <class TileT, bool kMn, int kThreads>
-struct TileCopy<TileT, kMn, kThreads, false> {
+template <class TileT, bool kMn, int kThreads, int kCopyBytes>
+struct TileCopy<TileT, kMn, kThreads, kCopyBytes, false> {
   using Elem = typename TileT::Elem;
   static constexpr int kElems = TileT::kOuter * TileT::kInner;
   static constexpr int kPerThread = (kElems + kThreads - 1) / kThreads;
@@ -139,7 +160,7 @@ struct TileCopy<TileT, kMn, kThreads, false> {
   }
 };
 
-template <class Atom, class Cfg, bool kMnA, bool kMnB, bool kAligned>
+template <class Atom, class Cfg, bool kMnA, bool kMnB, int kCopyBytes>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Params<typename Atom::Elem> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
@@ -163,8 +184,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
   for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
     const Elem* a = p.a + bi * p.a_batch;
     const Elem* b = p.b + bi * p.b_batch;
-    TileCopy<TileA, kMnA, Cfg::kThreads, kAligned> copy_a;
-    TileCopy<TileB, kMnB, Cfg::kThreads, kAligned> copy_b;
+    TileCopy<TileA, kMnA, Cfg::kThreads, kCopyBytes> copy_a;
+    TileCopy<TileB, kMnB, Cfg::kThreads, kCopyBytes> copy_b;
     auto stage = [&](int kt) { return smem + (kt % Cfg::kStages) * kStageElems; };
     auto begin_stage = [&](int kt) {
       const int64_t k0 = int64_t(kt) * Cfg::BK;
@@ -205,10 +226,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
         typename Atom::FragB fb[kAtomsN];
 #pragma unroll
         for (int i = 0; i < kAtomsM; ++i)
-          fa[i] = Atom::load_a([&](int r, int k) { return TileA::at(sa, wm0 + i * Atom::M + r, kk + k); }, lane);
+          fa[i] = fragment_a<Atom, TileA>(sa, wm0 + i * Atom::M, kk, lane);
 #pragma unroll
-        for (int j = 0; j < kAtomsN; ++j)
-          fb[j] = Atom::load_b([&](int r, int k) { return TileB::at(sb, wn0 + j * Atom::N + r, kk + k); }, lane);
+        for (int j = 0; j < kAtomsN; ++j) fb[j] = fragment_b<Atom, TileB>(sb, wn0 + j * Atom::N, kk, lane);
 #pragma unroll
         for (int i = 0; i < kAtomsM; ++i)
 #pragma unroll

@@ -32,21 +32,22 @@ void launch_tile_grid(Params<Elem> q, int threads, int smem_bytes) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <class Atom, bool kMnA, bool kMnB, bool kAligned>
+template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
 void launch(const Params<typename Atom::Elem>& p) {
   using Cfg = typename ConfigFor<Atom>::type;
-  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB, kAligned>, Cfg::BM, Cfg::BN>(
+  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB, kCopyBytes>, Cfg::BM, Cfg::BN>(
       p, Cfg::kThreads, kSmemBytes<Atom, Cfg, kMnA, kMnB>);
 }
 
-// Every (a order, b order) of one atom, with 16-byte-aligned operands (cp.async) or not (register loads).
-#define TILES_MMA_INSTANTIATE_ALIGNED(ATOM, ALIGNED)                                          \
-  template void launch<ATOM, false, false, ALIGNED>(const Params<typename ATOM::Elem>&);     \
-  template void launch<ATOM, false, true, ALIGNED>(const Params<typename ATOM::Elem>&);      \
-  template void launch<ATOM, true, false, ALIGNED>(const Params<typename ATOM::Elem>&);      \
-  template void launch<ATOM, true, true, ALIGNED>(const Params<typename ATOM::Elem>&);
-#define TILES_MMA_INSTANTIATE(ATOM)          \
-  TILES_MMA_INSTANTIATE_ALIGNED(ATOM, true)  \
-  TILES_MMA_INSTANTIATE_ALIGNED(ATOM, false)
+// Every (a order, b order) of one atom for one copy width (bmm/mma.cu's copy_bytes).
+#define TILES_MMA_INSTANTIATE_WIDTH(ATOM, BYTES)                                          \
+  template void launch<ATOM, false, false, BYTES>(const Params<typename ATOM::Elem>&);   \
+  template void launch<ATOM, false, true, BYTES>(const Params<typename ATOM::Elem>&);    \
+  template void launch<ATOM, true, false, BYTES>(const Params<typename ATOM::Elem>&);    \
+  template void launch<ATOM, true, true, BYTES>(const Params<typename ATOM::Elem>&);
+// 16-byte and 4-byte copies; 16-bit atoms also take width 2 (element-by-element register loads).
+#define TILES_MMA_INSTANTIATE(ATOM)      \
+  TILES_MMA_INSTANTIATE_WIDTH(ATOM, 16)  \
+  TILES_MMA_INSTANTIATE_WIDTH(ATOM, 4)
 
 }  // namespace tiles::cuda::mma

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "binding/problems.h"
 
@@ -15,8 +16,17 @@ struct MatrixLayout {
   int64_t inner = 0, outer = 0;  // extents of the contiguous dim and of the other
   int64_t ld = 0;                // the other dim's stride in elements; 0 when that dim has size 1
   int64_t batch_stride = 0;      // elements; 0 for an operand broadcast over the batch
-  bool aligned = false;  // the base, ld and the batch stride are multiples of 16 bytes
+  int align_bytes = 0;   // the largest of 16, 8, 4, 2, 1 that divides the base, ld and the batch stride, in bytes
+  bool aligned = false;  // align_bytes == 16
 };
+
+// The largest power of two up to 16 that divides every one of `values`.
+inline int alignment_of(std::initializer_list<uint64_t> values) {
+  int bytes = 16;
+  for (uint64_t v : values)
+    while (v % bytes != 0) bytes /= 2;
+  return bytes;
+}
 
 inline MatrixLayout matrix_layout(const at::Tensor& t, int64_t rows, int64_t k, int64_t row_stride, int64_t k_stride,
                                   int64_t batch_stride) {
@@ -29,11 +39,12 @@ inline MatrixLayout matrix_layout(const at::Tensor& t, int64_t rows, int64_t k, 
   } else {
     return l;
   }
-  const int64_t chunk = 16 / int64_t(t.element_size());  // elements per 16 bytes
+  const uint64_t elem = uint64_t(t.element_size());
   l.ok = true;
   l.batch_stride = batch_stride;
-  l.aligned = reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0 && l.ld % chunk == 0 &&
-              batch_stride % chunk == 0;
+  l.align_bytes = alignment_of({uint64_t(reinterpret_cast<uintptr_t>(t.const_data_ptr())), uint64_t(l.ld) * elem,
+                                uint64_t(batch_stride) * elem});
+  l.aligned = l.align_bytes == 16;
   return l;
 }
 

@@ -7,8 +7,9 @@
 //            (bmm/hopper_tf32.cu)
 //   mma      mma.sync tensor-core kernel with a cp.async pipeline: every dtype (fp32 as TF32 or 3xTF32 by
 //            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
-//            matrix dim, either major order; strides or a base that are not 16-byte aligned are loaded
-//            element by element through registers (not for fp64) (bmm/mma.cu)
+//            matrix dim, either major order; strides or a base that are not 16-byte aligned are copied
+//            4 bytes at a time, or element by element through registers where even that does not
+//            divide them (16-bit operands; not for fp64) (bmm/mma.cu)
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
@@ -62,8 +63,9 @@ void bmm(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".
 const char* kind(const BmmProblem& p);
-// Whether an operand is not 16-byte aligned, so the kernel loads it element by element.
-bool unaligned(const BmmProblem& p);
+// The width of the mma.sync kernel's global-to-shared copies for these operands: 16 bytes, 4 bytes
+// (cp.async), or one element (16-bit operands with an odd stride or base: register loads).
+int copy_bytes(const BmmProblem& p);
 }  // namespace mma
 
 }  // namespace tiles::cuda
