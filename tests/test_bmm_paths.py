@@ -355,15 +355,25 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
 
 
 def unaligned_operand(layout, batch, rows, cols, dtype, step=1):
-    """[batch, rows, cols] whose base is `step` elements past a 16-byte boundary and whose leading
-    dimension is `step` more than its length: 'row', 'col' (the .mT of such a row-major tensor), or
-    'col-sliced' (every other batch of a column-major one, so the batch stride is unaligned too)."""
+    """[batch, rows, cols] whose base is `step` elements past a 16-byte boundary, with a leading dimension
+    of more than its length: 'row', 'col' (the .mT of such a row-major tensor), or 'col-sliced' (every
+    other batch of a column-major one, so the batch stride is unaligned too). step 1: the leading
+    dimension is one more than the length; step 2: the next one past length + 2 whose bytes are a
+    multiple of 4 but not of 16 (so a 16-bit operand is 4-byte aligned, not more)."""
+    def ld(length):
+        if step == 1:
+            return length + 1
+        n = length + step
+        while (n * dtype.itemsize) % 4 or (n * dtype.itemsize) % 16 == 0:
+            n += 1
+        return n
+
     if layout == "row":
-        return make_tensor((batch, rows, cols + step), dtype, "cuda")[:, :, step:]
+        return make_tensor((batch, rows, ld(cols)), dtype, "cuda")[:, :, step:step + cols]
     if layout == "col":
-        return make_tensor((batch, cols, rows + step), dtype, "cuda")[:, :, step:].mT
+        return make_tensor((batch, cols, ld(rows)), dtype, "cuda")[:, :, step:step + rows].mT
     if layout == "col-sliced":
-        return make_tensor((2 * batch, cols + step, rows + step), dtype, "cuda")[::2, step:, step:].mT
+        return make_tensor((2 * batch, cols + step, ld(rows)), dtype, "cuda")[::2, step:, step:step + rows].mT
     raise ValueError(layout)
 
 

@@ -54,6 +54,7 @@ struct Tile {
   static constexpr int kElems = (kMn ? BK : kRows) * kLd;
   // Shared-memory rows (kOuter) of kInner elements, the inner dim contiguous in global memory too.
   static constexpr int kOuter = kMn ? BK : kRows, kInner = kMn ? kRows : BK;
+  static constexpr int kTileRows = kRows, kDepth = BK;  // along M (or N), along K
   // The element at (r, k): r along M (or N), k along K.
   __device__ static Elem at(const Elem* s, int r, int k) { return kMn ? s[k * kLd + r] : s[r * kLd + k]; }
 };
@@ -93,54 +94,83 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending)); }
 
-// Copies the operand tile whose (r, k) origin is (r0, k0) into `s`, kBytes per cp.async. `g` points at
-// the operand's element (r0, k0)'s matrix; rows past `r_left` / columns past `k_left` are zero-filled.
-template <class TileT, bool kMn, int kThreads, int kBytes>
-__device__ __forceinline__ void load_tile(typename TileT::Elem* s, const typename TileT::Elem* g, int64_t ld,
-                                          int64_t r0, int64_t k0, int64_t r_left, int64_t k_left) {
-  using Elem = typename TileT::Elem;
-  constexpr int kChunk = kBytes / int(sizeof(Elem));  // elements per copy
-  constexpr int kChunksPerRow = TileT::kInner / kChunk, kChunks = TileT::kOuter * kChunksPerRow;
-  // Outer index (smem row) and inner index (contiguous in global memory and in smem).
-  const int64_t outer_left = kMn ? k_left : r_left, inner_left = kMn ? r_left : k_left;
-  const int64_t outer0 = kMn ? k0 : r0, inner0 = kMn ? r0 : k0;
-#pragma unroll
-  for (int pass = 0; pass < (kChunks + kThreads - 1) / kThreads; ++pass) {
-    const int i = pass * kThreads + int(threadIdx.x);
-    if (kChunks % kThreads != 0 && i >= kChunks) break;
-    const int outer = i / kChunksPerRow, inner = (i % kChunksPerRow) * kChunk;
-    const int64_t valid = outer < outer_left ? std::min<int64_t>(kChunk, inner_left - inner) : 0;
-    const Elem* src = valid > 0 ? g + (outer0 + outer) * ld + inner0 + inner : g;
-    cp_async<kBytes>(s + outer * TileT::kLd + inner, src, valid > 0 ? int(valid * sizeof(Elem)) : 0);
-  }
-}
-
-// How one operand tile gets from global to shared memory, in two steps around the multiplies of the
-// previous tile: begin() starts the copy, finish() completes it (then a barrier makes it visible).
+// How one operand's tiles get from global to shared memory, in two steps around the multiplies of the
+// previous tile: begin(s, kt, ...) starts the copy of k-tile kt into `s`, finish(s) completes it (then
+// a barrier makes it visible). The cp.async copies are built per output tile and batch entry from `g`,
+// the operand matrix's element (r0, 0) (r along M, or N), its stride `ld`, the rows left from r0 on and
+// the depth K; the register loads take the operand with each begin().
+//
 // kCopyBytes of 4 or more: begin() issues cp.async copies of that width straight into shared memory,
-// finish() has nothing left to do. Narrower: begin() loads this thread's elements into registers and
-// finish() stores them.
-template <class TileT, bool kMn, int kThreads, int kCopyBytes, bool kAsync = (kCopyBytes >= 4)>
+// finish() has nothing left to do. A thread copies the same (row, chunk) of every tile, so its source
+// advances by a constant per k-tile and per pass; which chunks lie inside the matrix is tested only in
+// edge tiles and a last, partial k-tile (out-of-matrix chunks are zero-filled from a valid address).
+template <class TileT, int kThreads, int kCopyBytes, bool kAsync = (kCopyBytes >= 4)>
 struct TileCopy {
   using Elem = typename TileT::Elem;
-  __device__ __forceinline__ void begin(Elem* s, const Elem* g, int64_t ld, int64_t r0, int64_t k0, int64_t r_left,
-                                        int64_t k_left) {
-    load_tile<TileT, kMn, kThreads, kCopyBytes>(s, g, ld, r0, k0, r_left, k_left);
+  static constexpr bool kMn = TileT::kMn;
+  static constexpr int kChunk = kCopyBytes / int(sizeof(Elem));  // elements per copy
+  static constexpr int kChunksPerRow = TileT::kInner / kChunk, kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = TileT::kOuter / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && TileT::kOuter % kRowsPerPass == 0, "passes must cover the tile");
+
+  const Elem* origin;       // the matrix's element (r0, 0): a valid address for copies of nothing
+  const Elem* src;          // this thread's pass-0 chunk of k-tile 0
+  int64_t k_step, pass_step;  // elements from one k-tile's chunk to the next's, one pass's to the next's
+  int64_t k;
+  int full_tiles;           // k-tiles of kDepth whole k
+  int row0, inner, at;      // this thread's shared-memory row in pass 0, its column, their offset
+  int rows_left;            // rows (M or N) from r0 on, at most the tile's
+
+  __device__ __forceinline__ TileCopy(const Elem* g, int64_t ld, int64_t r_left, int64_t k_)
+      : origin(g), k(k_), full_tiles(int(k_ / TileT::kDepth)), row0(int(threadIdx.x) / kChunksPerRow),
+        inner(int(threadIdx.x) % kChunksPerRow * kChunk) {
+    src = g + row0 * ld + inner;  // K-major: (r0 + row0, inner); M/N-major: (r0 + inner, row0)
+    k_step = kMn ? TileT::kDepth * ld : TileT::kDepth;
+    pass_step = kRowsPerPass * ld;
+    at = row0 * TileT::kLd + inner;
+    rows_left = int(std::min<int64_t>(r_left, TileT::kTileRows));
+  }
+
+  __device__ __forceinline__ void begin(Elem* s, int kt, const Elem*, int64_t, int64_t, int64_t, int64_t) const {
+    const Elem* from = src + kt * k_step;
+    if (kt < full_tiles && rows_left == TileT::kTileRows) {  // every chunk whole
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass)
+        cp_async<kCopyBytes>(s + at + pass * kRowsPerPass * TileT::kLd, from + pass * pass_step, kCopyBytes);
+      return;
+    }
+    const int k_left = int(std::min<int64_t>(k - int64_t(kt) * TileT::kDepth, TileT::kDepth));
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;  // along K (M/N-major) or M / N (K-major)
+      const int chunk = kChunk;  // by value: std::min takes references
+      const int valid = kMn ? (row < k_left ? std::max(0, std::min(chunk, rows_left - inner)) : 0)
+                            : (row < rows_left ? std::max(0, std::min(chunk, k_left - inner)) : 0);
+      cp_async<kCopyBytes>(s + at + pass * kRowsPerPass * TileT::kLd, valid > 0 ? from + pass * pass_step : origin,
+                           valid * int(sizeof(Elem)));
+    }
   }
   __device__ __forceinline__ void finish(Elem*) const {}
 };
 
-template <class TileT, bool kMn, int kThreads, int kCopyBytes>
-struct TileCopy<TileT, kMn, kThreads, kCopyBytes, false> {
+// Narrower than 4 bytes: begin() loads this thread's elements into registers, finish() stores them.
+template <class TileT, int kThreads, int kCopyBytes>
+struct TileCopy<TileT, kThreads, kCopyBytes, false> {
   using Elem = typename TileT::Elem;
+  static constexpr bool kMn = TileT::kMn;
   static constexpr int kElems = TileT::kOuter * TileT::kInner;
   static constexpr int kPerThread = (kElems + kThreads - 1) / kThreads;
   Elem v[kPerThread];
 
+  __device__ __forceinline__ TileCopy(const Elem*, int64_t, int64_t, int64_t) {}
+
   // Element i of the tile is (outer, inner) = (i / kInner, i % kInner): a warp reads consecutive
-  // addresses along the operand's contiguous dim. Elements past the matrix edges are zero.
-  __device__ __forceinline__ void begin(Elem*, const Elem* g, int64_t ld, int64_t r0, int64_t k0, int64_t r_left,
-                                        int64_t k_left) {
+  // addresses along the operand's contiguous dim. Elements past the matrix edges are zero. The
+  // operand comes with every call (`g`: its matrix, r0: the tile's first row, from the kernel's
+  // parameters), not held: members cost this register-bound path spills.
+  __device__ __forceinline__ void begin(Elem*, int kt, const Elem* g, int64_t ld, int64_t r0, int64_t r_left,
+                                        int64_t k) {
+    const int64_t k0 = int64_t(kt) * TileT::kDepth, k_left = k - k0;
     const int64_t outer_left = kMn ? k_left : r_left, inner_left = kMn ? r_left : k_left;
     const Elem* origin = g + (kMn ? k0 : r0) * ld + (kMn ? r0 : k0);
 #pragma unroll
@@ -184,13 +214,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
   for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
     const Elem* a = p.a + bi * p.a_batch;
     const Elem* b = p.b + bi * p.b_batch;
-    TileCopy<TileA, kMnA, Cfg::kThreads, kCopyBytes> copy_a;
-    TileCopy<TileB, kMnB, Cfg::kThreads, kCopyBytes> copy_b;
+    // From each operand matrix's element (m0, 0) / (n0, 0).
+    TileCopy<TileA, Cfg::kThreads, kCopyBytes> copy_a(a + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, p.k);
+    TileCopy<TileB, Cfg::kThreads, kCopyBytes> copy_b(b + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, p.k);
     auto stage = [&](int kt) { return smem + (kt % Cfg::kStages) * kStageElems; };
     auto begin_stage = [&](int kt) {
-      const int64_t k0 = int64_t(kt) * Cfg::BK;
-      copy_a.begin(stage(kt), a, p.a_ld, m0, k0, p.m - m0, p.k - k0);
-      copy_b.begin(stage(kt) + TileA::kElems, b, p.b_ld, n0, k0, p.n - n0, p.k - k0);
+      copy_a.begin(stage(kt), kt, a, p.a_ld, m0, p.m - m0, p.k);
+      copy_b.begin(stage(kt) + TileA::kElems, kt, b, p.b_ld, n0, p.n - n0, p.k);
     };
     auto finish_stage = [&](int kt) {
       copy_a.finish(stage(kt));
@@ -225,8 +255,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
         typename Atom::FragA fa[kAtomsM];
         typename Atom::FragB fb[kAtomsN];
 #pragma unroll
-        for (int i = 0; i < kAtomsM; ++i)
-          fa[i] = fragment_a<Atom, TileA>(sa, wm0 + i * Atom::M, kk, lane);
+        for (int i = 0; i < kAtomsM; ++i) fa[i] = fragment_a<Atom, TileA>(sa, wm0 + i * Atom::M, kk, lane);
 #pragma unroll
         for (int j = 0; j < kAtomsN; ++j) fb[j] = fragment_b<Atom, TileB>(sb, wn0 + j * Atom::N, kk, lane);
 #pragma unroll
