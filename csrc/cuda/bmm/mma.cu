@@ -49,6 +49,12 @@ void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
   launch_kind<Atom, false, false, kCopyBytes>(q);
 }
 
+// The copy width both operands allow: 16 or 4 bytes (cp.async), else their common alignment.
+int copy_width(const MatrixLayout& a, const MatrixLayout& b) {
+  const int both = std::min(a.align_bytes, b.align_bytes);
+  return both >= 16 ? 16 : both >= 4 ? 4 : both;
+}
+
 template <class Atom>
 void run(const BmmProblem& p) {
   using Elem = typename Atom::Elem;
@@ -61,7 +67,7 @@ void run(const BmmProblem& p) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
-  switch (copy_bytes(p)) {
+  switch (copy_width(la, lb)) {
     case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
     case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
     default:
@@ -93,19 +99,16 @@ bool can_run(const BmmProblem& p, const char** why) {
   if ((p.m + 63) / 64 * ((p.n + 63) / 64) >= (int64_t(1) << 31))
     return refuse(why, "the output matrices are too large");
   if (p.k == 0) return true;  // nothing is read: the kernel only writes zeros
-  if (!layout_of_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
-  if (!layout_of_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
-  if (p.out.scalar_type() == at::kDouble && copy_bytes(p) != 16)
+  const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
+  if (!la.ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!lb.ok) return refuse(why, "b has no unit-stride matrix dim");
+  if (p.out.scalar_type() == at::kDouble && copy_width(la, lb) != 16)
     return refuse(why, "float64 operands need 16-byte-aligned strides and base");
   return true;
 #endif
 }
 
-int copy_bytes(const BmmProblem& p) {
-  if (p.k == 0) return 16;
-  const int both = std::min(layout_of_a(p).align_bytes, layout_of_b(p).align_bytes);
-  return both >= 16 ? 16 : both >= 4 ? 4 : both;
-}
+int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : copy_width(layout_of_a(p), layout_of_b(p)); }
 
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {
