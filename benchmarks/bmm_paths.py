@@ -13,6 +13,7 @@ Presets:
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
+- thin: either side of the thin kernels' limits (bmm/thin.cu), bf16 and float32.
 - slow-grid-fp32: the float32 grid cases (bmm_grid.py) below 0.95x in this GPU's results file, up to
   2^31 multiply-adds.
 
@@ -35,7 +36,7 @@ import local_build  # noqa: E402,F401  (the in-place build of this checkout, whe
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 
 T = torch.ops.tiles
-PATHS = ("hopper", "mma", "general-32", "general-64")  # the general kernel at each of its tile widths
+PATHS = ("hopper", "mma", "thin", "general-32", "general-64")  # the general kernel at each of its tile widths
 GRAPH_CALLS = 20
 
 
@@ -101,7 +102,25 @@ def slow_grid_fp32_cases(below=0.95, max_multiply_adds=2 ** 31) -> List[Case]:
     return cases
 
 
-PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "slow-grid-fp32": slow_grid_fp32_cases}
+def thin_cases() -> List[Case]:
+    """Either side of the thin kernels' limits (K <= 16; at most 4 output columns or rows): a short K
+    under a large output, few columns (and few rows) over a large operand, in bf16 and float32, each
+    operand layout; then the thin shapes of the random grid (bmm_grid.py)."""
+    cases = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for k in (1, 4, 8, 16, 24):
+            cases += [Case(0, 4096, 4096, k, layout, dtype) for layout in ("NN", "TN", "NT")]
+        for cols in (1, 2, 4, 8):
+            cases += [Case(0, 16384, cols, 4096, layout, dtype) for layout in ("NN", "TN")]
+            cases.append(Case(0, cols, 16384, 4096, "NN", dtype))
+        for b, m, n, k in [(6, 3807, 1484, 3), (7, 801, 1538, 1), (5, 254, 1, 3985), (2, 633, 10, 944),
+                           (4, 145, 5, 229), (8, 1, 3484, 42), (3, 2, 35, 1194), (2, 408, 13, 55)]:
+            cases += [Case(b, m, n, k, layout, dtype) for layout in ("NN", "TN", "NT", "TT")]
+    return cases
+
+
+PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "slow-grid-fp32": slow_grid_fp32_cases,
+           "thin": thin_cases}
 
 
 def graph_us(fn):

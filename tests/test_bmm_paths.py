@@ -65,6 +65,17 @@ SMALL_FLOAT32_OUTPUTS = 2 ** 19
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
+# Products with K <= THIN_K or at most THIN_COLUMNS output columns or rows take the thin CUDA-core
+# kernels (bmm/thin.cu) unless the Hopper 16-bit kernel can take them.
+THIN_K, THIN_COLUMNS = 16, 4
+
+
+def thin_path(a, b):
+    """The thin kernel's path name for these operands' sizes, or None when they are not thin."""
+    m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
+    return "thin short-k" if k <= THIN_K else "thin few-columns" if min(m, n) <= THIN_COLUMNS else None
+
+
 def small_float32(a, b):
     """Whether bmm sends these float32 operands to the general kernel for their size (at this precision)."""
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
@@ -320,7 +331,8 @@ def check_mma_kind(kind, a, b, paths=None):
         out = poisoned_on_path(a, b, "mma")
     finally:
         torch.set_float32_matmul_precision(old)
-    assert paths is None or (path == SMALL_FLOAT32 if small else path in paths), path
+    thin = thin_path(a, b)
+    assert paths is None or (path == thin if thin else path == SMALL_FLOAT32 if small else path in paths), path
     assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
 
 
@@ -424,16 +436,17 @@ def test_mma_copy_width_is_the_narrower_operands(dtype):
 
 @requires_cuda
 def test_choice_between_mma_and_split_k():
-    # Few output tiles over a long K go to the general kernel's split-K; many tiles to the mma kernel.
+    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 4 columns
+    # or rows: the thin kernel's split-K); many tiles to the mma kernel.
     mma_expected()
-    few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 8), torch.float64, "cuda"))
+    few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 24), torch.float64, "cuda"))
     assert torch.ops.tiles._bmm_path(*few) == SPLIT_K
     assert_bmm_close(poisoned_bmm(*few), *few)
     dtype = torch.bfloat16
     vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
     head = (make_tensor((1, 512, 96), dtype, "cuda"), make_tensor((1, 96, 2003), dtype, "cuda"))  # odd N
     f64 = (make_tensor((1, 512, 97), torch.float64, "cuda"), make_tensor((1, 97, 256), torch.float64, "cuda"))
-    assert torch.ops.tiles._bmm_path(*vector) == SPLIT_K
+    assert torch.ops.tiles._bmm_path(*vector) == "thin few-columns"
     assert torch.ops.tiles._bmm_path(*head) == "mma-sync bf16 unaligned"
     assert torch.ops.tiles._bmm_path(*f64) == "general: float64 operands need 16-byte-aligned strides and base"
     for a, b in (vector, head, f64):
@@ -484,9 +497,14 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
-    assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"hopper-wgmma {name}")
+    assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
     assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
     assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
+
+
+def float32_path(a, b, tensor_cores):
+    """The path bmm takes for float32 operands: thin, else small, else `tensor_cores`."""
+    return thin_path(a, b) or (SMALL_FLOAT32 if small_float32(a, b) else tensor_cores)
 
 
 @requires_cuda
@@ -515,7 +533,7 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
     b2 = make_tensor((200, 96), torch.float32, "cuda").t()
     a3t = make_tensor((4, 96, 152), torch.float32, "cuda")[:, :, :150].mT
     for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]:
-        assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"hopper-wgmma {name}")
+        assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
         assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
 
@@ -551,6 +569,8 @@ def test_on_path_refuses_what_a_path_cannot_take():
         torch.ops.tiles._bmm_on_path(a, b, "mma")
     with pytest.raises(RuntimeError, match="_bmm_on_path: the hopper path cannot take"):
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
+    with pytest.raises(RuntimeError, match="_bmm_on_path: the thin path cannot take these operands: K is over 16"):
+        torch.ops.tiles._bmm_on_path(a, b, "thin")
     for bad in ("fast", "general-16"):
         with pytest.raises(RuntimeError, match="path must be"):
             torch.ops.tiles._bmm_on_path(a, b, bad)
@@ -623,18 +643,19 @@ def test_general_path_both_tile_widths(dtype, case):
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
     # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, of fewer than
-    # SMALL_FLOAT32_OUTPUTS outputs, or with K under 8 run on the general kernel's FMAs; the others, and
-    # any under TF32, on the tensor cores.
+    # SMALL_FLOAT32_OUTPUTS outputs, or with K under 8 run on the general kernel's FMAs (K <= 16 on the
+    # thin kernel); the others, and any under TF32, on the tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
-    at_limit = (f32(1024, 16), f32(16, 1024))  # 2^24 multiply-adds, 2^20 outputs
+    at_limit = (f32(512, 32), f32(32, 1024))  # 2^24 multiply-adds, 2^19 outputs
     over = (f32(1024, 24), f32(24, 1024))
     few_outputs = (f32(64, 4096), f32(4096, 1024))  # 2^16 outputs over a long K
     many_outputs = (f32(512, 4096), f32(4096, 1024))  # 2^19
     short_k = (f32(2048, 4), f32(4, 4096))  # 2^25 multiply-adds, K = 4
-    assert 1024 * 1024 * 16 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
-    for general in (at_limit, few_outputs, short_k):
+    assert 512 * 1024 * 32 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
+    for general in (at_limit, few_outputs):
         assert torch.ops.tiles._bmm_path(*general) == SMALL_FLOAT32
+    assert torch.ops.tiles._bmm_path(*short_k) == "thin short-k"
     for tensor_cores in (over, many_outputs):
         assert torch.ops.tiles._bmm_path(*tensor_cores).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
     for a, b in (at_limit, over, few_outputs, short_k):
@@ -642,3 +663,55 @@ def test_small_float32_products_take_the_general_kernel():
     torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
     # (many_outputs: 32 tiles, too many for the few-tiles split-K on any GPU, unlike few_outputs on an A100)
     assert torch.ops.tiles._bmm_path(*many_outputs).startswith(("hopper-wgmma tf32", "mma-sync tf32"))
+
+# ---- the thin kernels ------------------------------------------------------------------------------
+# (batch, M, N, K): short K (1, at the limit, 0, a batch past the 65535 grid rows, output rows that
+# take whole-vector stores: N a multiple of the columns per thread); few columns
+# (N = 1: a matrix-vector product; N at the limit; one output element over a long K; just past the
+# short-K limit; rows past a whole number of 16-byte vectors) and few rows (M <= 4 < N), each over K
+# long enough to be split over blocks or not.
+THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (70000, 3, 2, 4), (2, 9, 300, 7),
+               (1, 33, 520, 3), (2, 65, 256, 9),
+               (5, 254, 1, 3985), (2, 633, 4, 944), (1, 92, 3, 1858), (1, 1, 1, 4097), (2, 130, 3, 17),
+               (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300), (70000, 2, 20, 20)]
+THIN_LAYOUTS = LAYOUTS + [("unaligned-row", "unaligned-col"), ("unaligned-col", "unaligned-row"),
+                          ("sliced", "row"), ("row", "sliced")]
+
+
+def thin_operand(layout, batch, rows, cols, dtype):
+    if layout.startswith("unaligned-"):
+        return unaligned_operand(layout[len("unaligned-"):], batch, rows, cols, dtype)
+    if layout == "sliced":  # no unit-stride dim
+        return make_tensor((batch, rows, cols), dtype, "cuda", "sliced")
+    return operand(layout, batch, rows, cols, dtype)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", THIN_LAYOUTS, ids=["-".join(l) for l in THIN_LAYOUTS])
+@pytest.mark.parametrize("shape", THIN_SHAPES, ids=["x".join(map(str, s)) for s in THIN_SHAPES])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+def test_thin_path(dtype, shape, layouts):
+    batch, m, n, k = shape
+    if batch > 65535 and layouts != LAYOUTS[0]:
+        pytest.skip("the batch past the grid's rows runs in one layout (its operands are large)")
+    a = thin_operand(layouts[0], batch, m, k, dtype)
+    b = thin_operand(layouts[1], batch, k, n, dtype)
+    path = torch.ops.tiles._bmm_path(a, b)
+    assert path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER)), path
+    assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_thin_path_batch_broadcast_and_same_bits(dtype):
+    # a broadcast operand (batch stride 0) on either side, in both thin kernels; the split-K partials
+    # are summed in a fixed order, so every run gives the same bits
+    a3, a1 = make_tensor((4, 300, 1000), dtype, "cuda"), make_tensor((1, 300, 1000), dtype, "cuda")
+    b3, b1 = make_tensor((4, 1000, 3), dtype, "cuda"), make_tensor((1, 1000, 3), dtype, "cuda")
+    short_a, short_b = make_tensor((1, 200, 3), dtype, "cuda"), make_tensor((4, 3, 170), dtype, "cuda")
+    for a, b in [(a3, b1), (a1, b3), (a1.mT.contiguous().mT, b3), (b1.mT, a3.mT), (short_a, short_b)]:
+        assert torch.ops.tiles._bmm_path(a, b).startswith("thin")
+        out = poisoned_on_path(a, b, "thin")
+        assert_bmm_close(out, a, b)
+        assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "thin"))

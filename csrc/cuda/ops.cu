@@ -55,6 +55,7 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   switch (choose_path(p, &why)) {  // the choice bmm makes
     case Path::hopper: return hopper::streams_output(p) ? "hopper-wgmma streaming-store" : "hopper-wgmma";
     case Path::hopper_tf32: return std::string("hopper-wgmma ") + mma::kind(p);
+    case Path::thin: return thin::short_k(p) ? "thin short-k" : "thin few-columns";
     case Path::mma: {
       const int bytes = mma::copy_bytes(p);
       return std::string("mma-sync ") + mma::kind(p) + (bytes == 16 ? "" : bytes == 4 ? " unaligned 4-byte" : " unaligned");
@@ -81,14 +82,18 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
                 "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
   } else if (path == "mma") {
     TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
+  } else if (path == "thin") {
+    TILES_CHECK(thin::suits(p), "tiles::_bmm_on_path: the thin path cannot take these operands: K is over 16 ",
+                "and M and N over 4");
   } else {
     TILES_CHECK(path == "general" || path == "general-32" || path == "general-64",
-                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'general', 'general-32' or 'general-64', got '",
+                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'thin', 'general', 'general-32' or 'general-64', got '",
                 std::string(path), "'");
   }
   if (p.out.numel() == 0) return p.out;
   if (path == "hopper") tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p);
   else if (path == "mma") mma::bmm(p);
+  else if (path == "thin") thin::bmm(p);
   else general::bmm(p, path == "general-32" ? 32 : path == "general-64" ? 64 : 0);
   return p.out;
 }

@@ -31,11 +31,14 @@ bool small_full_precision_float(const BmmProblem& p) {
 }  // namespace
 
 Path choose_path(const BmmProblem& p, const char** why) {
+  // The Hopper 16-bit kernel streams a short K's output, and reads a few-column product's large operand,
+  // at the memory's speed; every other kernel pads a thin product's tiles (bmm/thin.cu).
+  if (hopper::can_run(p)) return Path::hopper;
+  if (thin::suits(p)) return Path::thin;
   if (small_full_precision_float(p)) {
     if (why) *why = "small float32 product at full precision";
     return Path::general;
   }
-  if (hopper::can_run(p)) return Path::hopper;
   if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
   if (mma::can_run(p, why)) {
     if (!few_tiles_long_k(p)) return Path::mma;
@@ -48,6 +51,7 @@ void bmm(const BmmProblem& p) {
   switch (choose_path(p)) {
     case Path::hopper: return hopper::bmm(p);
     case Path::hopper_tf32: return hopper_tf32::bmm(p);
+    case Path::thin: return thin::bmm(p);
     case Path::mma: return mma::bmm(p);
     case Path::general: return general::bmm(p);
   }

@@ -23,6 +23,7 @@
 #include "binding/dispatch.h"
 #include "binding/format.h"
 #include "cuda/bmm/paths.h"
+#include "cuda/bmm/split_k.cuh"
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::general {
@@ -190,17 +191,6 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
   }
 }
 
-// out[i] = the sum of the splits' partials at i, in split order.
-template <class scalar_t, class Acc>
-__global__ void __launch_bounds__(kThreads)
-sum_splits_kernel(scalar_t* __restrict__ out, const Acc* __restrict__ partials, int64_t total, int splits) {
-  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
-    Acc sum = partials[i];
-    for (int s = 1; s < splits; ++s) sum += partials[s * total + i];
-    out[i] = scalar_t(sum);
-  }
-}
-
 // How many ways to split K: enough blocks for about four per SM (a block has one slab's loads in flight
 // at a time: the other blocks of its SM hide what its arithmetic does not), each split at least
 // kMinSplitK deep (a slab of float32 accumulators, two of float64), and the partials (in the op-math type)
@@ -250,9 +240,7 @@ void launch(const BmmProblem& p) {
   }
   at::Tensor partials = at::empty({used, total}, p.out.options().dtype(c10::CppTypeToScalarType<Acc>::value));
   run(partials.data_ptr<Acc>());
-  sum_splits_kernel<scalar_t, Acc><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
-      p.out.data_ptr<scalar_t>(), partials.const_data_ptr<Acc>(), total, int(used));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  sum_splits<scalar_t, Acc>(p.out.data_ptr<scalar_t>(), partials, total, int(used));
 }
 
 // 32-wide tiles for products of at most 2^22 multiply-adds whose 64-wide tiles leave SMs idle: there

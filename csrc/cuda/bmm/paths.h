@@ -10,6 +10,8 @@
 //            matrix dim, either major order; strides or a base that are not 16-byte aligned are copied
 //            4 bytes at a time, or element by element through registers where even that does not
 //            divide them (16-bit operands; not for fp64) (bmm/mma.cu)
+//   thin     CUDA-core kernels for products that tensor-core tiles would mostly pad: K <= 16, or at most
+//            4 output columns or rows; any dtype, strides, GPU (bmm/thin.cu)
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
@@ -27,11 +29,11 @@ inline bool refuse(const char** why, const char* reason) {
   return false;
 }
 
-enum class Path { hopper, hopper_tf32, mma, general };
+enum class Path { hopper, hopper_tf32, thin, mma, general };
 
-// The path bmm runs `p` on (bmm/bmm.cu): general for a small float32 product at full precision, else the
-// first of hopper, hopper_tf32 and mma that can take it, else general; when `why` is given and the
-// answer is general, it says why.
+// The path bmm runs `p` on (bmm/bmm.cu): hopper where it can take the product, else thin for a thin one,
+// general for a small float32 product at full precision, else the first of hopper_tf32 and mma that can
+// take it, else general; when `why` is given and the answer is general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
@@ -39,6 +41,13 @@ namespace general {
 // idle, else 64), 32 or 64 to force one (tests and benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
 }
+
+namespace thin {
+// Whether `p` is thin: K <= 16 (short K), or at most 4 output columns or rows (few columns).
+bool suits(const BmmProblem& p);
+bool short_k(const BmmProblem& p);
+void bmm(const BmmProblem& p);
+}  // namespace thin
 
 namespace hopper {
 // Whether this build, the current device and the problem's dtype and layout suit the Hopper kernel;

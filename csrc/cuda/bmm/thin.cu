@@ -1,0 +1,416 @@
+// CUDA bmm for thin products, whose tensor-core tiles (128 wide, 32 deep) would be mostly padding:
+//   short K      K <= 16: a few multiply-adds per output, the product bound by writing its output;
+//   few columns  N <= 4 or M <= 4 (a matrix-vector product, a classifier's few outputs): bound by
+//                reading the large operand once.
+// Both run on the CUDA cores in the op-math type, read any strides (batch broadcast through stride 0),
+// and map threads so that the loads of the large operand are coalesced in either major order.
+#include <ATen/ATen.h>
+
+#include "binding/dispatch.h"
+#include "cuda/bmm/paths.h"
+#include "cuda/bmm/split_k.cuh"
+#include "cuda/launch.cuh"
+
+namespace tiles::cuda::thin {
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int64_t kMaxShortK = 16, kMaxColumns = 4;
+constexpr int64_t kMaxBatchBlocks = 65535;  // gridDim.y; blocks loop over larger batches
+
+// ---- short K -----------------------------------------------------------------------------------
+// Each thread computes kCols columns of `rows_per_thread` rows: it keeps those columns of b (K x kCols
+// values) in registers, reads each row's K values of a from shared memory (where the block stages its
+// rows first; a broadcast, 16 bytes at a time) and does a few multiply-adds per output: the product
+// runs at the speed of its stores. Where the output's rows allow whole vectors, a thread's columns are
+// consecutive and stored as one vector; otherwise they are threads_n apart, so that each store
+// instruction still writes a warp's consecutive columns (partial vectors would leave sectors half
+// written). A b that is K-contiguous is staged in shared memory too, along k: read directly, a warp's
+// loads would touch a cache line per lane. A block is `threads_n` threads across (a power of two from
+// 32 to 256) and 256 / threads_n rows of threads down.
+constexpr int kMaxRowsPerThread = 32;
+template <int kK>
+constexpr int kColsOf = kK <= 8 ? 4 : 2;  // columns per thread: b's K x kCols values stay in registers
+
+// Shared memory for a block: `rows` rows of a and `cols` columns of b, K values each, in the op-math type.
+template <class Acc, int kK>
+constexpr int short_k_smem(int rows, int cols) { return (rows + cols) * kK * int(sizeof(Acc)); }
+
+struct ShortK {
+  int64_t batch, m, n;
+  int k;
+  int64_t sab, sam, sak, sbb, sbk, sbn;
+  int threads_n, rows_per_thread;
+  int64_t tiles_n;
+  bool vector_stores, stage_b;
+};
+
+template <class scalar_t, int kK>
+__global__ void __launch_bounds__(kThreads)
+short_k_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
+               const ShortK p) {
+  using Acc = opmath_t<scalar_t>;
+  constexpr int kCols = kColsOf<kK>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int threads_n = p.threads_n, groups = kThreads / threads_n, group = threadIdx.x / threads_n;
+  const int rows = groups * p.rows_per_thread, block_cols = threads_n * kCols;
+  Acc(*a_rows)[kK] = reinterpret_cast<Acc(*)[kK]>(smem);  // [rows][kK]
+  Acc* b_tile = reinterpret_cast<Acc*>(smem) + rows * kK;  // [kK][block_cols]
+  const int64_t m0 = int64_t(blockIdx.x / p.tiles_n) * rows, n0 = int64_t(blockIdx.x % p.tiles_n) * block_cols;
+  // this thread's columns: local + c * step within the block's, c < kCols
+  const int lane_n = threadIdx.x % threads_n;
+  const int local = p.vector_stores ? lane_n * kCols : lane_n, step = p.vector_stores ? 1 : threads_n;
+  const int64_t col0 = n0 + local;
+  for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
+    for (int e = threadIdx.x; e < rows * kK; e += kThreads) {  // zeros past k and m: no NaN * 0
+      const bool m_fastest = p.sam == 1;
+      const int r = m_fastest ? e % rows : e / kK, kk = m_fastest ? e / rows : e % kK;
+      a_rows[r][kk] = kk < p.k && m0 + r < p.m ? Acc(a[bi * p.sab + (m0 + r) * p.sam + kk * p.sak]) : Acc(0);
+    }
+    for (int e = threadIdx.x; p.stage_b && e < kK * block_cols; e += kThreads) {  // k-fastest
+      const int kk = e % kK, c = e / kK;
+      b_tile[kk * block_cols + c] = kk < p.k && n0 + c < p.n ? Acc(b[bi * p.sbb + kk * p.sbk + (n0 + c) * p.sbn]) : Acc(0);
+    }
+    __syncthreads();
+    Acc b_cols[kK][kCols];
+#pragma unroll
+    for (int kk = 0; kk < kK; ++kk)
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t col = col0 + c * step;
+        b_cols[kk][c] = p.stage_b ? b_tile[kk * block_cols + local + c * step]
+                        : kk < p.k && col < p.n ? Acc(b[bi * p.sbb + kk * p.sbk + col * p.sbn]) : Acc(0);
+      }
+    if (col0 < p.n) {
+      const int64_t rows_left = (p.m - m0 - group + groups - 1) / groups;  // this thread's rows in the matrix
+      const int rows_here = int(std::min<int64_t>(p.rows_per_thread, rows_left));
+      scalar_t* dst = out + (bi * p.m + m0 + group) * p.n + col0;
+#pragma unroll 4
+      for (int i = 0; i < rows_here; ++i, dst += groups * p.n) {
+        Acc sum[kCols] = {};
+#pragma unroll
+        for (int kk = 0; kk < kK; ++kk) {
+          const Acc av = a_rows[group + i * groups][kk];
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) sum[c] += av * b_cols[kk][c];
+        }
+        if (p.vector_stores) {  // n is a multiple of kCols: a thread's columns are all in or all out
+          Vec<scalar_t, kCols> v;
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) v.v[c] = scalar_t(sum[c]);
+          *reinterpret_cast<Vec<scalar_t, kCols>*>(dst) = v;
+        } else {
+#pragma unroll
+          for (int c = 0; c < kCols; ++c)
+            if (col0 + c * step < p.n) dst[c * step] = scalar_t(sum[c]);
+        }
+      }
+    }
+    __syncthreads();  // the tiles are restaged for the next batch
+  }
+}
+
+template <class scalar_t, int kK>
+void launch_short_k(const BmmProblem& problem) {
+  using Acc = opmath_t<scalar_t>;
+  constexpr int kCols = kColsOf<kK>;
+  constexpr auto kernel = short_k_kernel<scalar_t, kK>;
+  ShortK p{problem.batch, problem.m, problem.n, int(problem.k), problem.a_strides[0], problem.a_strides[1],
+           problem.a_strides[2], problem.b_strides[0], problem.b_strides[1], problem.b_strides[2]};
+  // threads across: the fewest thread-columns that cover n (the widest block among equals)
+  const int64_t vectors = (p.n + kCols - 1) / kCols;
+  p.threads_n = 256;
+  for (int t = 128; t >= 32; t /= 2)
+    if ((vectors + t - 1) / t * t < (vectors + p.threads_n - 1) / p.threads_n * p.threads_n) p.threads_n = t;
+  p.tiles_n = (vectors + p.threads_n - 1) / p.threads_n;
+  // rows per thread: 32 (a long run of stores per thread: measured fastest on large outputs), fewer
+  // where that would leave fewer than two blocks per SM
+  const int64_t batch_blocks = std::min(p.batch, kMaxBatchBlocks), groups = kThreads / p.threads_n;
+  auto row_tiles = [&](int per_thread) { return (p.m + groups * per_thread - 1) / (groups * per_thread); };
+  p.rows_per_thread = kMaxRowsPerThread;
+  while (p.rows_per_thread > 4 && row_tiles(p.rows_per_thread) * p.tiles_n * batch_blocks < 2 * sm_count())
+    p.rows_per_thread /= 2;
+  const int64_t tiles = row_tiles(p.rows_per_thread) * p.tiles_n;
+  TILES_CHECK(tiles < (int64_t(1) << 31), "tiles::bmm: output matrices of ", p.m, " x ", p.n,
+              " are too large for one launch");
+  scalar_t* out = problem.out.data_ptr<scalar_t>();
+  p.vector_stores = p.n % kCols == 0 && aligned(out, sizeof(scalar_t) * kCols);
+  p.stage_b = p.sbk == 1 && p.sbn != 1 && p.k > 1;
+  const int smem = short_k_smem<Acc, kK>(int(groups) * p.rows_per_thread, p.stage_b ? p.threads_n * kCols : 0);
+  allow_dynamic_smem<kernel>(short_k_smem<Acc, kK>(kThreads / 32 * kMaxRowsPerThread, kThreads * kCols));
+  const dim3 grid{unsigned(tiles), unsigned(batch_blocks)};
+  kernel<<<grid, kThreads, smem, current_stream()>>>(out, problem.a.const_data_ptr<scalar_t>(),
+                                                     problem.b.const_data_ptr<scalar_t>(), p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---- few columns -------------------------------------------------------------------------------
+// The product as out[b][r][j] = sum over k of A[b][r][k] * X[b][k][j]: A is the large operand (rows x K),
+// X the narrow one (K x cols, cols <= 4). With n <= 4 A is a and X is b; otherwise (m <= 4) A is b's
+// transpose and X a's, and the output is written transposed (through out_r / out_j).
+struct Narrow {
+  int64_t batch, rows, cols, k;
+  int64_t a_b, a_r, a_k;  // A's strides
+  int64_t x_b, x_k, x_j;  // X's strides
+  int64_t out_r, out_j;   // the output's strides along r and j (its batch stride is rows * cols)
+  bool a_is_b;            // A is b's transpose (few rows), else a (few columns)
+  int64_t k_split;        // each block's k-range: [blockIdx.z * k_split, + k_split), whole steps
+};
+
+// With k_split < k, `out` is this split's slice of the partials (Out = the op-math type): slice z at
+// out + z * batch * rows * cols, laid out as the output, for sum_splits.
+template <class Out>
+__device__ __forceinline__ Out* split_slice(Out* out, const Narrow& t) {
+  return out + int64_t(blockIdx.z) * t.batch * t.rows * t.cols;
+}
+
+// kVec elements of A from `src`, into the op-math type: one 16-byte load (kVec > 1: the caller checked
+// the alignment) or one element.
+template <class scalar_t, class Acc, int kVec>
+__device__ __forceinline__ void load_a(Acc (&v)[kVec], const scalar_t* src) {
+  if constexpr (kVec == 1) {
+    v[0] = Acc(*src);
+  } else {
+    const auto packed = *reinterpret_cast<const Vec<scalar_t, kVec>*>(src);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = Acc(packed.v[i]);
+  }
+}
+
+// X's rows [k0, k0 + kChunk) of one batch in shared memory, in the op-math type, zeros past k_end and
+// past the columns; row kk at kk + kk / kSkew.
+template <class scalar_t, class Acc, int kJ, int kChunk, int kSkew>
+__device__ __forceinline__ void stage_x(Acc (*xs)[kJ], const scalar_t* x, const Narrow& t, int64_t k0,
+                                        int64_t k_end) {
+  for (int e = threadIdx.x; e < kChunk * kJ; e += kThreads) {
+    const int kk = t.x_j == 1 ? e / kJ : e % kChunk, j = t.x_j == 1 ? e % kJ : e / kChunk;  // coalesced
+    xs[kk + kk / kSkew][j] = k0 + kk < k_end && j < t.cols ? Acc(x[(k0 + kk) * t.x_k + j * t.x_j]) : Acc(0);
+  }
+}
+
+// A's k-stride is 1 (or neither stride is): each warp walks kRowsPerWarp rows of A along k, each lane
+// kVec consecutive k at a time (16-byte loads where A's rows are 16-byte aligned, else one element),
+// the warp's lanes on consecutive vectors (coalesced). X's rows come from shared memory, staged by the
+// block a chunk at a time while the chunk's loads of A are in flight, and each lane reads them once for
+// all of its warp's rows; lane l's rows sit kVec + 1 rows apart (the skew), so that a warp's reads
+// spread over the banks. The lanes' sums meet through shuffles.
+constexpr int kRowsPerWarp = 4;
+template <int kVec>
+constexpr int kStepsPerChunk = kVec >= 8 ? 1 : 2;  // A's loads per row per chunk: 16-byte ones take registers
+
+template <class scalar_t, class Out, int kJ, int kVec>
+__global__ void __launch_bounds__(kThreads)
+narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
+                        const Narrow t) {
+  using Acc = opmath_t<scalar_t>;
+  constexpr int kStep = 32 * kVec, kSteps = kStepsPerChunk<kVec>, kChunk = kSteps * kStep;
+  constexpr int kSkew = kVec == 1 ? kChunk : kVec;  // one element per lane: consecutive rows suit the banks
+  __shared__ __align__(16) Acc xs[kChunk + kChunk / kSkew][kJ];
+  const int lane = threadIdx.x % 32;
+  const int64_t r0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
+  const int64_t k_begin = int64_t(blockIdx.z) * t.k_split, k_end = std::min(t.k, k_begin + t.k_split);
+  out = split_slice(out, t);
+  for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
+    const scalar_t* a_rows = A + bi * t.a_b + r0 * t.a_r;
+    Acc acc[kRowsPerWarp][kJ] = {};
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
+      Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp];  // the chunk's A, loaded before X is staged
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          const int64_t k = k0 + s * kStep + lane * kVec;
+          const scalar_t* src = a_rows + r * t.a_r + k * t.a_k;
+          if (r0 + r < t.rows && k + kVec <= k_end) {
+            raw[s][r] = *reinterpret_cast<const Vec<scalar_t, kVec>*>(src);
+          } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) raw[s][r].v[i] = r0 + r < t.rows && k + i < k_end ? src[i * t.a_k] : scalar_t(0);
+          }
+        }
+      __syncthreads();  // the previous chunk's X is read
+      stage_x<scalar_t, Acc, kJ, kChunk, kSkew>(xs, X + bi * t.x_b, t, k0, k_end);
+      __syncthreads();
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const int kk = s * kStep + lane * kVec + i;
+          Acc xv[kJ];
+#pragma unroll
+          for (int j = 0; j < kJ; ++j) xv[j] = xs[kk + kk / kSkew][j];
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) {
+            const Acc av = Acc(raw[s][r].v[i]);
+#pragma unroll
+            for (int j = 0; j < kJ; ++j) acc[r][j] += av * xv[j];
+          }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        Acc v = acc[r][j];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (lane == r * kJ + j && r0 + r < t.rows && j < t.cols)  // the stores spread over the lanes
+          out[bi * t.rows * t.cols + (r0 + r) * t.out_r + j * t.out_j] = Out(v);
+      }
+  }
+}
+
+// A's row stride is 1: each lane owns kVec consecutive rows of A (16-byte loads where aligned, else one
+// row) and the block's warps take interleaved k, so each warp load is 32 lanes' consecutive rows at one
+// k (coalesced) and X's row k is the same for the whole warp (a broadcast). The warps' sums meet in
+// shared memory and are added in warp order.
+template <class scalar_t, class Out, int kJ, int kVec>
+__global__ void __launch_bounds__(kThreads)
+narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
+                           const Narrow t) {
+  using Acc = opmath_t<scalar_t>;
+  constexpr int kBlockRows = 32 * kVec;
+  __shared__ Acc sums[kWarps][kJ][kBlockRows];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r0 = int64_t(blockIdx.x) * kBlockRows, r = r0 + lane * kVec;
+  const int64_t k_begin = int64_t(blockIdx.z) * t.k_split, k_end = std::min(t.k, k_begin + t.k_split);
+  out = split_slice(out, t);
+  for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
+    const scalar_t* a_rows = A + bi * t.a_b + r * t.a_r;
+    const scalar_t* x = X + bi * t.x_b;
+    Acc acc[kVec][kJ] = {};
+    if (r < t.rows) {
+#pragma unroll 4
+      for (int64_t k = k_begin + warp; k < k_end; k += kWarps) {
+        Acc av[kVec], xv[kJ];
+        const scalar_t* src = a_rows + k * t.a_k;
+        if (r + kVec <= t.rows) {
+          load_a<scalar_t, Acc, kVec>(av, src);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) av[i] = r + i < t.rows ? Acc(src[i * t.a_r]) : Acc(0);
+        }
+#pragma unroll
+        for (int j = 0; j < kJ; ++j) xv[j] = j < t.cols ? Acc(x[k * t.x_k + j * t.x_j]) : Acc(0);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+#pragma unroll
+          for (int j = 0; j < kJ; ++j) acc[i][j] += av[i] * xv[j];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) sums[warp][j][lane * kVec + i] = acc[i][j];
+    __syncthreads();
+    for (int e = threadIdx.x; e < kJ * kBlockRows; e += kThreads) {
+      const int j = e / kBlockRows, row = e % kBlockRows;
+      Acc v = sums[0][j][row];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) v += sums[w][j][row];
+      if (r0 + row < t.rows && j < t.cols) out[bi * t.rows * t.cols + (r0 + row) * t.out_r + j * t.out_j] = Out(v);
+    }
+    __syncthreads();  // sums is rewritten for the next batch
+  }
+}
+
+Narrow narrow_of(const BmmProblem& p) {
+  Narrow t{};
+  t.batch = p.batch;
+  t.k = p.k;
+  const auto& a = p.a_strides;
+  const auto& b = p.b_strides;
+  if (p.n <= kMaxColumns && (p.n <= p.m || p.m > kMaxColumns)) {  // few columns: A = a, X = b
+    t.rows = p.m, t.cols = p.n;
+    t.a_b = a[0], t.a_r = a[1], t.a_k = a[2];
+    t.x_b = b[0], t.x_k = b[1], t.x_j = b[2];
+    t.out_r = p.n, t.out_j = 1;
+    t.a_is_b = false;
+  } else {  // few rows: out^T = b^T a^T, A = b^T, X = a^T
+    t.rows = p.n, t.cols = p.m;
+    t.a_b = b[0], t.a_r = b[2], t.a_k = b[1];
+    t.x_b = a[0], t.x_k = a[2], t.x_j = a[1];
+    t.out_r = 1, t.out_j = p.n;
+    t.a_is_b = true;
+  }
+  return t;
+}
+
+// How many ways to split K: enough blocks for about eight per SM, each split at least `min_depth` deep,
+// the partials (in the op-math type) at most kMaxPartials elements.
+constexpr int64_t kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
+int64_t k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64_t outputs) {
+  const int64_t wanted = (8 * int64_t(sm_count()) + blocks - 1) / blocks;
+  const int64_t by_depth = k / min_depth, by_memory = kMaxPartials / std::max<int64_t>(outputs, 1);
+  return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
+}
+
+// The 16-byte vector width of A's loads along its unit-stride dim `unit` (k or rows), in elements, when
+// every vector starts 16-byte aligned (base, batch stride, the other dim's stride); else 1.
+template <class scalar_t>
+int vector_width(const scalar_t* A, const Narrow& t, bool k_fastest) {
+  constexpr int kVec = 16 / sizeof(scalar_t);
+  const int64_t unit = k_fastest ? t.a_k : t.a_r, other = k_fastest ? t.a_r : t.a_k;
+  const bool ok = aligned(A, 16) && unit == 1 && other % kVec == 0 && (t.batch == 1 || t.a_b % kVec == 0);
+  return ok ? kVec : 1;
+}
+
+template <class scalar_t, int kJ, int kVec>
+void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest) {
+  using Acc = opmath_t<scalar_t>;
+  const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
+  const scalar_t* X = (t.a_is_b ? p.a : p.b).template const_data_ptr<scalar_t>();
+  const int64_t rows_per_block = k_fastest ? kWarps * kRowsPerWarp : 32 * kVec;
+  const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kWarps;  // a split is whole chunks
+  const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
+  TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
+  const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
+  const int64_t splits = k_splits(row_blocks * batch_blocks, t.k, chunk, outputs);
+  t.k_split = ((t.k + splits - 1) / splits + chunk - 1) / chunk * chunk;  // whole chunks
+  const int64_t used = std::max<int64_t>(1, (t.k + t.k_split - 1) / t.k_split);
+  const dim3 grid{unsigned(row_blocks), unsigned(batch_blocks), unsigned(used)};
+  auto run = [&](auto* out) {
+    using Out = std::remove_pointer_t<decltype(out)>;
+    if (k_fastest)
+      narrow_k_fastest_kernel<scalar_t, Out, kJ, kVec><<<grid, kThreads, 0, current_stream()>>>(out, A, X, t);
+    else
+      narrow_rows_fastest_kernel<scalar_t, Out, kJ, kVec><<<grid, kThreads, 0, current_stream()>>>(out, A, X, t);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (used == 1) return run(p.out.data_ptr<scalar_t>());
+  at::Tensor partials = at::empty({used, outputs}, p.out.options().dtype(c10::CppTypeToScalarType<Acc>::value));
+  run(partials.data_ptr<Acc>());
+  sum_splits<scalar_t, Acc>(p.out.data_ptr<scalar_t>(), partials, outputs, int(used));
+}
+
+template <class scalar_t, int kJ>
+void launch_narrow(const BmmProblem& p, const Narrow& t) {
+  // A walked along k where k is its unit stride (or where neither stride is 1); along rows otherwise
+  const bool k_fastest = t.a_k == 1 || t.a_r != 1 || t.rows == 1;
+  const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
+  if (vector_width(A, t, k_fastest) > 1) return launch_narrow<scalar_t, kJ, 16 / sizeof(scalar_t)>(p, t, k_fastest);
+  launch_narrow<scalar_t, kJ, 1>(p, t, k_fastest);
+}
+
+}  // namespace
+
+bool suits(const BmmProblem& p) { return p.k <= kMaxShortK || std::min(p.m, p.n) <= kMaxColumns; }
+
+bool short_k(const BmmProblem& p) { return p.k <= kMaxShortK; }
+
+void bmm(const BmmProblem& p) {
+  TORCH_INTERNAL_ASSERT(suits(p), "thin::bmm: ", p.m, " x ", p.n, " x ", p.k, " is not thin");
+  TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::bmm", [&] {
+    if (short_k(p)) {
+      if (p.k <= 4) return launch_short_k<scalar_t, 4>(p);
+      if (p.k <= 8) return launch_short_k<scalar_t, 8>(p);
+      return launch_short_k<scalar_t, 16>(p);
+    }
+    const Narrow t = narrow_of(p);
+    if (t.cols == 1) return launch_narrow<scalar_t, 1>(p, t);
+    if (t.cols == 2) return launch_narrow<scalar_t, 2>(p, t);
+    launch_narrow<scalar_t, 4>(p, t);
+  });
+}
+
+}  // namespace tiles::cuda::thin
