@@ -65,6 +65,16 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
         for path in ("general-32", "general-64"):
             check(f"bmm {path} {mm}x{k}x{n}", T._bmm_on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
+    # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous);
+    # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
+    # (a transposed: 16-byte loads with a row tail), few rows
+    for (b, mm, k, n, a_t, w_t) in [(2, 33, 3, 520, False, False), (2, 37, 5, 130, True, False),
+                                    (2, 40, 9, 70, False, True), (2, 300, 1024, 2, False, False),
+                                    (5, 254, 3985, 1, False, False), (2, 1001, 512, 3, True, False),
+                                    (3, 2, 1194, 35, False, True)]:
+        a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
+        w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
+        check(f"bmm thin {b}x{mm}x{k}x{n}", T._bmm_on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA
