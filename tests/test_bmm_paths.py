@@ -665,15 +665,15 @@ def test_small_float32_products_take_the_general_kernel():
     assert torch.ops.tiles._bmm_path(*many_outputs).startswith(("hopper-wgmma tf32", "mma-sync tf32"))
 
 # ---- the thin kernels ------------------------------------------------------------------------------
-# (batch, M, N, K): short K (1, at the limit, 0, a batch past the 65535 grid rows, output rows that
-# take whole-vector stores: N a multiple of the columns per thread); few columns
+# (batch, M, N, K): short K (1, at the limit, 0, output rows that take whole-vector stores: N a
+# multiple of the columns per thread); few columns
 # (N = 1: a matrix-vector product; N at the limit; one output element over a long K; just past the
 # short-K limit; rows past a whole number of 16-byte vectors) and few rows (M <= 4 < N), each over K
 # long enough to be split over blocks or not.
-THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (70000, 3, 2, 4), (2, 9, 300, 7),
+THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (2, 9, 300, 7),
                (1, 33, 520, 3), (2, 65, 256, 9),
                (5, 254, 1, 3985), (2, 633, 4, 944), (1, 92, 3, 1858), (1, 1, 1, 4097), (2, 130, 3, 17),
-               (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300), (70000, 2, 20, 20)]
+               (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300)]
 THIN_LAYOUTS = LAYOUTS + [("unaligned-row", "unaligned-col"), ("unaligned-col", "unaligned-row"),
                           ("sliced", "row"), ("row", "sliced")]
 
@@ -692,14 +692,22 @@ def thin_operand(layout, batch, rows, cols, dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
 def test_thin_path(dtype, shape, layouts):
     batch, m, n, k = shape
-    if batch > 65535 and layouts != LAYOUTS[0]:
-        pytest.skip("the batch past the grid's rows runs in one layout (its operands are large)")
     a = thin_operand(layouts[0], batch, m, k, dtype)
     b = thin_operand(layouts[1], batch, k, n, dtype)
     path = torch.ops.tiles._bmm_path(a, b)
     assert path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER)), path
     assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64], ids=str)
+def test_thin_path_batch_past_the_grid_rows(dtype):
+    # more batches than a grid's 65535 rows: blocks loop over them (short K; few rows)
+    for batch, m, n, k in [(70000, 3, 2, 4), (70000, 2, 20, 20)]:
+        a, b = make_tensor((batch, m, k), dtype, "cuda"), make_tensor((batch, k, n), dtype, "cuda", "transposed")
+        assert torch.ops.tiles._bmm_path(a, b) == thin_path(a, b)
+        assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
 
 
 @requires_cuda
