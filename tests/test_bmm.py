@@ -124,6 +124,23 @@ def test_bmm_strided_operands(dtype, layout_a, layout_b, device):
     check_bmm(a, b)
 
 
+# Matrix-vector products (at most 4 output columns or rows), large enough to leave the direct loop:
+# (batch, M, K, N) with N of 1 and 4, M of 2 (few rows), K with a vector tail, more rows than one
+# block of sums (the CPU's along-rows loop keeps at most 4096 float32 sums per block).
+MATRIX_VECTOR_CASES = [(2, 1100, 40, 4), (1, 5000, 33, 1), (3, 2, 700, 300), (1, 1, 4097, 3), (2, 4, 129, 4100)]
+
+
+@pytest.mark.parametrize("layout_b", ["contiguous", "mT", "sliced", "expanded_batch"])
+@pytest.mark.parametrize("layout_a", ["contiguous", "mT", "sliced", "expanded_batch"])
+@pytest.mark.parametrize("case", MATRIX_VECTOR_CASES, ids=["x".join(map(str, c)) for c in MATRIX_VECTOR_CASES])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
+def test_bmm_matrix_vector(dtype, case, layout_a, layout_b, device):
+    batch, m, k, n = case
+    check_bmm(_operand(layout_a, batch, m, k, dtype, device), _operand(layout_b, batch, k, n, dtype, device))
+    a, b = _operand(layout_a, batch, m, k, dtype, device), _operand(layout_b, batch, k, n, dtype, device)
+    assert torch.equal(torch.ops.tiles.bmm(a, b), torch.ops.tiles.bmm(a, b))  # a fixed order of sums
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_id)
 def test_bmm_operands_expanded_along_a_matrix_dim(dtype, device):
     # Stride 0 along M, N or K, at sizes every tensor-core path takes: no kernel may read such an

@@ -1,6 +1,7 @@
 // The CPU bmm, included after simd_body.h by each simd_*.cpp (same namespace, same target options).
 //
-// A cache-blocked GEMM in the usual three levels:
+// A cache-blocked GEMM in the usual three levels (products with at most 4 output columns or rows take
+// a matrix-vector loop instead, bmm_narrow below):
 //   task        one batch and one MT x NT tile of the output; tasks run in parallel (at::parallel_for
 //               through BmmArgs' caller), at least three per thread, taken from a shared counter.
 //   k-block     KC values of k at a time: B's KC x NT panel is packed into NR-column slivers, then
@@ -163,10 +164,176 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
   }
 }
 
+// ---- few output columns or rows: a matrix-vector product -------------------------------------------
+// With at most kNarrow output columns (or rows) the blocked kernel would pack all of A (a pass over the
+// large operand) and then run FMAs on slivers that are mostly padding. Here the product is
+// out[b][r][j] = sum over k of A[b][r][k] * X[b][k][j], j < cols <= kNarrow, with A the large operand:
+// a (few columns) or b's transpose (few rows, the output written transposed). A is read once along its
+// unit-stride dim: along k, J vector dot products per row; along rows, a vector of rows scaled by
+// X[k][j] and added, k after k. X (K x J, small) is first converted into a k-contiguous buffer per
+// column. Each output is summed by one thread in an order fixed by the layout: the same bits at any
+// thread count.
+constexpr int64_t kNarrow = 4;
+
+struct Narrow {
+  const void* a;
+  const void* x;
+  void* out;
+  int64_t batch, rows, cols, k;
+  int64_t a_b, a_r, a_k, x_b, x_k, x_j;
+  int64_t out_r, out_j;  // the output's strides along r and j (its batch stride is rows * cols)
+};
+
+// Whether bmm_narrow takes g: few output columns or rows and a large operand with a unit stride.
+inline bool narrow_suits(const BmmArgs& g, Narrow* t) {
+  if (std::min(g.m, g.n) > kNarrow) return false;
+  const bool few_columns = g.n <= g.m;
+  *t = few_columns ? Narrow{g.a, g.b, g.out, g.batch, g.m, g.n, g.k, g.a_strides[0], g.a_strides[1], g.a_strides[2],
+                            g.b_strides[0], g.b_strides[1], g.b_strides[2], g.n, 1}
+                   : Narrow{g.b, g.a, g.out, g.batch, g.n, g.m, g.k, g.b_strides[0], g.b_strides[2], g.b_strides[1],
+                            g.a_strides[0], g.a_strides[2], g.a_strides[1], 1, g.n};
+  return t->a_k == 1 || t->a_r == 1;
+}
+
+template <class V> inline elem_t<V> hsum(V v) {
+  elem_t<V> s = 0;
+  for (int l = 0; l < int(sizeof(V) / sizeof(s)); ++l) s += v[l];
+  return s;
+}
+
+// kR rows from `row` (row stride a_r, k-stride 1), batch bi: kJ dot products per row over k, a vector
+// of k at a time (the kR rows' loads in flight together, each X vector loaded once for them), then the
+// scalar tail; columns past t.cols (kJ rounds them up) are computed on zeros, not stored.
+template <class S, int kJ, int kR>
+void narrow_rows_along_k(const Narrow& t, const S* row, S* out, const opmath_t<S>* xp) {
+  using T = opmath_t<S>;
+  using V = vec_t<T>;
+  constexpr int W = lanes<T>;
+  V acc[kR][kJ] = {};
+  int64_t k = 0;
+  for (; k + W <= t.k; k += W) {
+    V a[kR];
+    for (int i = 0; i < kR; ++i) a[i] = Io<S>::load(row + i * t.a_r + k);
+    for (int j = 0; j < kJ; ++j) {
+      const V x = vload<V>(xp + j * t.k + k);
+      for (int i = 0; i < kR; ++i) acc[i][j] = vfma(a[i], x, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < kR; ++i) {
+    T tail[kJ] = {};
+    for (int64_t kk = k; kk < t.k; ++kk)
+      for (int j = 0; j < kJ; ++j) tail[j] += T(opmath_t<S>(row[i * t.a_r + kk])) * xp[j * t.k + kk];
+    for (int j = 0; j < t.cols; ++j) out[i * t.out_r + j * t.out_j] = S(hsum(acc[i][j]) + tail[j]);
+  }
+}
+
+// Rows [r0, r1) of batch bi, A's k-stride 1: kRows rows at a time, the last ones one by one (each
+// row's sum is in the same order either way).
+template <class S, int kJ>
+void narrow_along_k(const Narrow& t, int64_t bi, int64_t r0, int64_t r1, const opmath_t<S>* xp) {
+  constexpr int kRows = kJ <= 2 ? 4 : 2;  // accumulators: kRows * kJ vectors
+  const S* A = static_cast<const S*>(t.a) + bi * t.a_b;
+  S* out = static_cast<S*>(t.out) + bi * t.rows * t.cols;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) narrow_rows_along_k<S, kJ, kRows>(t, A + r * t.a_r, out + r * t.out_r, xp);
+  for (; r < r1; ++r) narrow_rows_along_k<S, kJ, 1>(t, A + r * t.a_r, out + r * t.out_r, xp);
+}
+
+// Rows [r0, r1) of batch bi, A's row stride 1: A is k-major, so k is the outer loop and each k reads a
+// contiguous run of rows, into sums held for a block of rows (small enough to stay in L1), four k at
+// a time per pass over the block; rows past the last whole vector one at a time, in the same order.
+template <class S, int kJ>
+void narrow_along_rows(const Narrow& t, int64_t bi, int64_t r0, int64_t r1, const opmath_t<S>* xp) {
+  using T = opmath_t<S>;
+  using V = vec_t<T>;
+  constexpr int W = lanes<T>;
+  constexpr int64_t kBlock = 16384 / (kJ * int64_t(sizeof(T))) / W * W;  // rows whose sums fill 16 KiB
+  constexpr int kU = 4;  // k per pass
+  const S* A = static_cast<const S*>(t.a) + bi * t.a_b;
+  S* out = static_cast<S*>(t.out) + bi * t.rows * t.cols;
+  thread_local std::vector<T> sums;
+  sums.resize(size_t(kJ * kBlock));
+  for (int64_t b0 = r0; b0 < r1; b0 += kBlock) {
+    const int64_t vec_rows = std::min(kBlock, r1 - b0) / W * W;
+    std::fill(sums.begin(), sums.end(), T(0));
+    int64_t k = 0;
+    for (; k + kU <= t.k; k += kU) {
+      const S* col = A + k * t.a_k + b0;
+      V x[kU][kJ];
+      for (int u = 0; u < kU; ++u)
+        for (int j = 0; j < kJ; ++j) x[u][j] = splat<V>(xp[j * t.k + k + u]);
+      for (int64_t r = 0; r < vec_rows; r += W) {
+        V a[kU];
+        for (int u = 0; u < kU; ++u) a[u] = Io<S>::load(col + u * t.a_k + r);
+        for (int j = 0; j < kJ; ++j) {
+          V acc = vload<V>(&sums[j * kBlock + r]);
+          for (int u = 0; u < kU; ++u) acc = vfma(a[u], x[u][j], acc);
+          vstore(&sums[j * kBlock + r], acc);
+        }
+      }
+    }
+    for (; k < t.k; ++k) {
+      const S* col = A + k * t.a_k + b0;
+      for (int64_t r = 0; r < vec_rows; r += W) {
+        const V a = Io<S>::load(col + r);
+        for (int j = 0; j < kJ; ++j)
+          vstore(&sums[j * kBlock + r], vfma(a, splat<V>(xp[j * t.k + k]), vload<V>(&sums[j * kBlock + r])));
+      }
+    }
+    for (int64_t r = 0; r < vec_rows; ++r)
+      for (int j = 0; j < t.cols; ++j) out[(b0 + r) * t.out_r + j * t.out_j] = S(sums[j * kBlock + r]);
+    for (int64_t r = b0 + vec_rows; r < std::min(r1, b0 + kBlock); ++r) {
+      T acc[kJ] = {};
+      for (int64_t kk = 0; kk < t.k; ++kk)
+        for (int j = 0; j < kJ; ++j) acc[j] += T(opmath_t<S>(A[kk * t.a_k + r])) * xp[j * t.k + kk];
+      for (int j = 0; j < t.cols; ++j) out[r * t.out_r + j * t.out_j] = S(acc[j]);
+    }
+  }
+}
+
+template <class S, int kJ>
+void bmm_narrow(const Narrow& t, int64_t threads, BmmParallel parallel) {
+  using T = opmath_t<S>;
+  // Tasks: one batch's run of rows, whole vectors of rows, about four per thread.
+  constexpr int64_t kStep = 2 * lanes<T>;
+  const int64_t wanted = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(t.batch, 1));
+  const int64_t chunk = std::max(kStep, ((t.rows + wanted - 1) / wanted + kStep - 1) / kStep * kStep);
+  const int64_t chunks = (t.rows + chunk - 1) / chunk;
+  struct Ctx {
+    const Narrow* t;
+    int64_t chunk, chunks;
+  } ctx{&t, chunk, chunks};
+  parallel(t.batch * chunks, 1, &ctx, [](void* p, int64_t begin, int64_t end) {
+    const Ctx& c = *static_cast<const Ctx*>(p);
+    const Narrow& t = *c.t;
+    thread_local std::vector<T> xp;  // X of the task's batch, [j][k]
+    xp.resize(size_t(kJ * t.k));
+    int64_t packed = -1;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bi = task / c.chunks, r0 = task % c.chunks * c.chunk, r1 = std::min(t.rows, r0 + c.chunk);
+      if (bi != packed) {
+        const S* x = static_cast<const S*>(t.x) + bi * t.x_b;
+        for (int j = 0; j < kJ; ++j)
+          for (int64_t k = 0; k < t.k; ++k) xp[j * t.k + k] = j < t.cols ? T(opmath_t<S>(x[k * t.x_k + j * t.x_j])) : T(0);
+        packed = bi;
+      }
+      if (t.a_k == 1) narrow_along_k<S, kJ>(t, bi, r0, r1, xp.data());
+      else narrow_along_rows<S, kJ>(t, bi, r0, r1, xp.data());
+    }
+  });
+}
+
 template <class S>
 void bmm_typed(const BmmArgs& g, BmmParallel parallel) {
   using T = opmath_t<S>;
   using B = Blocking<T>;
+  if (Narrow t; narrow_suits(g, &t)) {
+    switch (t.cols) {
+      case 1: return bmm_narrow<S, 1>(t, g.threads, parallel);
+      case 2: return bmm_narrow<S, 2>(t, g.threads, parallel);
+      default: return bmm_narrow<S, 4>(t, g.threads, parallel);
+    }
+  }
   // Task tiles: at most MT x NT, of near-equal sizes (whole register tiles); more of them, splitting
   // the longer side, until there are three per thread.
   auto cdiv = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
