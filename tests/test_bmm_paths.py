@@ -8,7 +8,9 @@ than L2, which the threads' own evict-first stores write instead of TMA's); floa
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
 base are not 16-byte aligned (``mma-sync <kind> unaligned 4-byte`` where 4-byte copies divide them,
-else ``mma-sync <kind> unaligned``: loaded element by element). Few output
+else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 4
+output columns or rows) take the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless
+the Hopper kernel can. Few output
 tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
 and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
 on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
