@@ -484,16 +484,19 @@ def float32_precision(request):
     torch.set_float32_matmul_precision(old)
 
 
-# a M-major with b N-major has no K-major operand: the only layouts TF32 wgmma cannot take
-TF32_LAYOUTS = [l for l in LAYOUTS if not (l[0].startswith("col") and l[1] == "row")]
-NO_TF32_LAYOUTS = [l for l in LAYOUTS if l not in TF32_LAYOUTS]
+# a M-major with b N-major has no K-major operand: TF32 copies b's tiles K-major inside the kernel, 3xTF32
+# (which splits a K-major operand) leaves them to mma.sync
+K_MAJOR_LAYOUTS = [l for l in LAYOUTS if not (l[0].startswith("col") and l[1] == "row")]
+NO_K_MAJOR_LAYOUTS = [l for l in LAYOUTS if l not in K_MAJOR_LAYOUTS]
+HOPPER_FLOAT32_CASES = [(precision, layouts) for precision in FLOAT32_KINDS
+                        for layouts in (LAYOUTS if precision == "high" else K_MAJOR_LAYOUTS)]
 # more than one tile per block, 256-wide tiles (TF32), K tails of 8 and 24, single rows and columns
 TF32_SHAPES = SHAPES + [(2, 1, 1, 1), (3, 17, 9, 5), (2, 640, 1288, 264)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
-@pytest.mark.parametrize("layouts", TF32_LAYOUTS, ids=["-".join(l) for l in TF32_LAYOUTS])
+@pytest.mark.parametrize("float32_precision,layouts", HOPPER_FLOAT32_CASES, indirect=["float32_precision"],
+                         ids=[f"{p}-{'-'.join(l)}" for p, l in HOPPER_FLOAT32_CASES])
 @pytest.mark.parametrize("shape", TF32_SHAPES, ids=["x".join(map(str, s)) for s in TF32_SHAPES])
 def test_hopper_float32_path(float32_precision, shape, layouts):
     hopper_float32_expected()
@@ -510,10 +513,10 @@ def float32_path(a, b, tensor_cores):
 
 
 @requires_cuda
-@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
-@pytest.mark.parametrize("layouts", NO_TF32_LAYOUTS, ids=["-".join(l) for l in NO_TF32_LAYOUTS])
+@pytest.mark.parametrize("float32_precision", ["highest"], indirect=True)
+@pytest.mark.parametrize("layouts", NO_K_MAJOR_LAYOUTS, ids=["-".join(l) for l in NO_K_MAJOR_LAYOUTS])
 @pytest.mark.parametrize("shape", [(2, 130, 72, 40), (2, 520, 264, 1032)], ids=["small", "large"])
-def test_hopper_float32_path_needs_a_k_major_operand(float32_precision, layouts, shape):
+def test_hopper_3xtf32_path_needs_a_k_major_operand(float32_precision, layouts, shape):
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
@@ -534,7 +537,11 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
     a1 = make_tensor((1, 150, 96), torch.float32, "cuda")
     b2 = make_tensor((200, 96), torch.float32, "cuda").t()
     a3t = make_tensor((4, 96, 152), torch.float32, "cuda")[:, :, :150].mT
-    for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]:
+    b2_row = make_tensor((96, 200), torch.float32, "cuda")
+    pairs = [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]
+    if name == "tf32":  # no K-major operand, b broadcast (its tiles copied by the kernel's warps)
+        pairs += [(a3t, b2_row), (a3t, b3[:1])]
+    for a, b in pairs:
         assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
         assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)

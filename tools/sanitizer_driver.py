@@ -116,6 +116,22 @@ for n in ((2056, 120) if dev == "cuda" else ()):
     check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
     del a, w
 
+# The Hopper float32 kernel (sm_90a builds; elsewhere mma.sync): TF32 ("high") and 3xTF32 ("highest") in
+# every major order with edge tiles; in TF32 an M-major a with a row-major b (no K-major operand) has
+# its b tiles copied by the producer warps, with K and N tails; the last shape takes 256-wide tiles.
+for precision in (("high", "highest") if dev == "cuda" else ()):
+    old_precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520)]:
+        a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
+        w_row, w_col = rand(b, k, n), rand(b, n, k).mT
+        for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
+                           ("cr broadcast", a_col, w_row[0])]:
+            torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
+            check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w),
+                  a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
+    torch.set_float32_matmul_precision(old_precision)
+
 # The backward kernels (tiles::_map_backward, tiles::_zip_backward) on each elementwise path: contiguous
 # with a vector tail, an expanded (stride-0) upstream gradient, a transposed input, a broadcast operand,
 # and mixed dtypes (the converting path).

@@ -4,7 +4,8 @@
 //   a K-major, b K-major (b = y.mT):   R = a, Q = b
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
-//   a M-major, b N-major:              no K-major operand: not this path
+//   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
+//                                      (TF32 only; 3xTF32 takes another path)
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -12,7 +13,7 @@
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::hopper {
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
                  const Tf32Shape& shape, int grid);
 }  // namespace tiles::cuda::hopper
@@ -23,11 +24,14 @@ namespace {
 using hopper::OperandLayout;
 
 template <int kSplit, int BQ>
-void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, bool r_k_major, bool swap,
-                  float* c, const hopper::Tf32Shape& s, int grid) {
-  if (r_k_major) return hopper::launch_tf32<kSplit, BQ, true, false>(mr, mq, mc, c, s, grid);
-  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true>(mr, mq, mc, c, s, grid);
-  hopper::launch_tf32<kSplit, BQ, false, false>(mr, mq, mc, c, s, grid);
+void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
+                  const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
+  if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false>(mr, mq, mc, c, s, grid);
+  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false>(mr, mq, mc, c, s, grid);
+  if constexpr (kSplit == 1) {
+    if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
+  }
+  hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
 }
 
 }  // namespace
@@ -40,7 +44,8 @@ bool can_run(const BmmProblem& p, const char** why) {
     return refuse(why, "dtype is not float32");
   if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
   const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  if (la.mn_major && lb.mn_major) return refuse(why, "neither operand is K-major (TF32 wgmma needs one)");
+  if (la.mn_major && lb.mn_major && !float32_as_tf32())
+    return refuse(why, "neither operand is K-major (3xTF32 splits a K-major one)");
   return true;
 #endif
 }
@@ -67,19 +72,19 @@ void bmm(const BmmProblem& p) {
   s.tiles_q = int((s.q + bq - 1) / bq);
   const int grid = int(std::min<int64_t>(p.batch * s.tiles_p * s.tiles_q, sms));
 
-  // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k].
+  // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
+  // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
   const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
-  const CUtensorMap mq = hopper::tensor_map(q, lq, bq);
+  const CUtensorMap mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
   // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p].
   const OperandLayout lc = hopper::output_layout(p);
   s.tma_store = lc.ok;
   CUtensorMap mc{};  // unused (zeros) when the consumers store directly
   if (lc.ok) mc = hopper::tensor_map(p.out, lc, swap ? 32 : 64);
   float* c = p.out.data_ptr<float>();
-  const bool r_k_major = !lr.mn_major;
-  if (split) return launch_roles<3, 128>(mr, mq, mc, r_k_major, swap, c, s, grid);
-  bq == 256 ? launch_roles<1, 256>(mr, mq, mc, r_k_major, swap, c, s, grid)
-            : launch_roles<1, 128>(mr, mq, mc, r_k_major, swap, c, s, grid);
+  if (split) return launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  bq == 256 ? launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid)
+            : launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
 }
 
 }  // namespace tiles::cuda::hopper_tf32

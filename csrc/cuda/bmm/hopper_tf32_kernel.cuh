@@ -7,12 +7,15 @@
 //      read into wgmma's A fragments with ordinary shared-memory loads (which also round to TF32);
 //   Q, the shared-memory operand: BQ rows x 32 k, K-major, read by wgmma through a descriptor.
 // D = R * Q^T is a BP x BQ tile. With a row-major a and b (b N-major) the roles swap: R = b^T,
-// Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu);
-// an M-major a with an N-major b has no K-major operand and takes another path.
+// Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu).
+// An M-major a with an N-major b has no K-major operand: R = a, and Q = b is MN-major (kQMnMajor),
+// loaded by TMA in MN-major boxes that producer warps then transpose in place (transpose_q_stage).
+// That variant is TF32 only: 3xTF32's splitters would need those warps too.
 //
 // Block: 3 warpgroups, as in bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA
 // copies; for 3xTF32 its warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third
-// buffer, since wgmma can only read Q's big part (it ignores a float's low 13 bits) from shared memory.
+// buffer, since wgmma can only read Q's big part (it ignores a float's low 13 bits) from shared memory;
+// for an MN-major Q its warps 1-3 transpose Q's tiles.
 // Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
@@ -44,6 +47,7 @@ struct Tf32Config {
   static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
+  static constexpr int kTransposers = 3;                  // producer warps transposing an MN-major Q
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
   static constexpr int kQBytes = BQ * BK * 4;            // 16 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
@@ -106,6 +110,46 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
     const float4 v = reinterpret_cast<const float4*>(q)[i];
     auto part = [](float x) { return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u))); };
     reinterpret_cast<float4*>(small)[i] = make_float4(part(v.x), part(v.y), part(v.z), part(v.w));
+  }
+}
+
+// An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
+// transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
+// the same 4 KiB. TMA cannot transpose, and copying each float with its own 4-byte cp.async costs four
+// times the shared-memory wavefronts (one per global row touched). Warp `copier` takes boxes copier,
+// copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
+// rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
+// warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
+// swizzled chunks differ in every row read and written: no bank conflicts.
+template <int BQ, int kCopiers>
+__device__ __forceinline__ void transpose_q_stage(uint8_t* q, int copier) {
+  const int lane = threadIdx.x % 32, kb = lane % 8;
+  for (int box = copier; box < BQ / 32; box += kCopiers) {
+    uint8_t* base = q + box * 4096;
+    float4 v[2][4];
+#pragma unroll
+    for (int round = 0; round < 2; ++round) {
+      const int qb = (kb + 4 * round + lane / 8) % 8;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = 4 * kb + r;
+        v[round][r] = *reinterpret_cast<const float4*>(base + k * 128 + ((qb ^ (k % 8)) * 16));
+      }
+    }
+    __syncwarp();  // every lane's reads of the box before any lane's writes over it
+#pragma unroll
+    for (int round = 0; round < 2; ++round) {
+      const int qb = (kb + 4 * round + lane / 8) % 8;
+      const float4* t = v[round];
+      const float4 rows[4] = {make_float4(t[0].x, t[1].x, t[2].x, t[3].x), make_float4(t[0].y, t[1].y, t[2].y, t[3].y),
+                              make_float4(t[0].z, t[1].z, t[2].z, t[3].z), make_float4(t[0].w, t[1].w, t[2].w, t[3].w)};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int row = 4 * qb + c;
+        *reinterpret_cast<float4*>(base + row * 128 + ((kb ^ (row % 8)) * 16)) = rows[c];
+      }
+    }
+    __syncwarp();  // the next box's reads are other addresses; kept for the writes' order with the fence
   }
 }
 
@@ -191,19 +235,25 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
   }
 }
 
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
                    const __grid_constant__ CUtensorMap map_c, float* __restrict__ c, const Tf32Shape shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
+  static_assert(!kQMnMajor || (kSplit == 1 && !kRKMajor && !kSwap), "an MN-major Q pairs with an MN-major R, TF32 only");
+  // The transposers hold two 4 x 4 blocks (208 bytes spilled at 40 registers); 128 x 32 more registers
+  // for the producer are 256 x 16 fewer for the consumers.
+  constexpr int kProducerRegisters = kQMnMajor ? 72 : 40, kConsumerRegisters = kQMnMajor ? 216 : 232;
 
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Rounded up to 1024 bytes (the swizzle's period) by pointer arithmetic, not through an integer, so
+  // the compiler still knows these are shared-memory addresses (ld.shared, not generic loads).
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                               // output chunks
   uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);               // TMA landed
-  uint64_t* ready = full + kStages;                                                // small part written
+  uint64_t* ready = full + kStages;                    // small part written, or an MN-major Q transposed
   uint64_t* empty = ready + kStages;                                               // stage consumed
   auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_q = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes; };
@@ -213,7 +263,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&ready[s], kSplit == 3 ? Cfg::kSplitters / 32 : 1);  // unused by TF32
+      mbarrier_init(&ready[s], kSplit == 3 ? Cfg::kSplitters / 32 : Cfg::kTransposers);  // unused by TF32 otherwise
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
     mbarrier_init_fence();
@@ -224,8 +274,22 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   const int64_t total_tiles = shape.batch * shape.tiles_p * shape.tiles_q;
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
-    registers_decrease<40>();
-    if (threadIdx.x >= 32) {  // splitters (3xTF32 only): one arrival per warp and stage
+    registers_decrease<kProducerRegisters>();
+    if (threadIdx.x >= 32) {  // splitters (3xTF32) or transposers (MN-major Q): one arrival per warp and stage
+      if constexpr (kQMnMajor) {
+        int s = 0;
+        uint32_t phase = 0;
+        for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+          for (int64_t kb = 0; kb < k_blocks; ++kb) {
+            mbarrier_wait(&full[s], phase);
+            transpose_q_stage<BQ, Cfg::kTransposers>(stage_q(s), threadIdx.x / 32 - 1);
+            fence_async_shared();  // wgmma reads the tile through the async proxy
+            __syncwarp();
+            if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
+            if (++s == kStages) s = 0, phase ^= 1;
+          }
+        }
+      }
       if constexpr (kSplit == 3) {
         int s = 0;
         uint32_t phase = 0;
@@ -254,13 +318,17 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       } else {  // boxes of [32 k][32 p]
         for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
       }
-      tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+      if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
+        for (int j = 0; j < BQ / 32; ++j) tma_load_3d(stage_q(s) + j * 32 * 128, &map_q, &full[s], q0 + 32 * j, k0, bq);
+      } else {
+        tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+      }
     });
     return;
   }
 
   // ---------------------------------------------------------------------------------- consumers
-  registers_increase<232>();
+  registers_increase<kConsumerRegisters>();
   const int w = warpgroup - 1;  // which 64-row half of the R tile
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int row0 = 64 * w + fragment_row<kRKMajor>(warp, lane, 0);
@@ -278,7 +346,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   auto k_block = [&](auto f_index) {
     constexpr int f = decltype(f_index)::value;
     mbarrier_wait(&full[s], phase);
-    if constexpr (kSplit == 3) mbarrier_wait(&ready[s], phase);
+    if constexpr (kSplit == 3 || kQMnMajor) mbarrier_wait(&ready[s], phase);
     load_fragments<kSplit, kRKMajor>(stage_r(s), row0, row1, lane % 4, big[f], small);
     const uint8_t* q = stage_q(s);
     wgmma_fence();

@@ -8,24 +8,24 @@
 
 namespace tiles::cuda::hopper {
 
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
                  const Tf32Shape& shape, int grid) {
   using Cfg = Tf32Config<kSplit, BQ>;
-  constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap>;
+  constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap, kQMnMajor>;
   allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The three role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with
-// the roles swapped.
-#define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP) \
-  template void launch_tf32<SPLIT, BQ, RK, SWAP>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, float*, \
-                                                const Tf32Shape&, int);
-#define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)    \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false)  \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false) \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true)
+// The role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with the
+// roles swapped; and, TF32 only, R and Q both MN-major.
+#define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP, QMN)                                                       \
+  template void launch_tf32<SPLIT, BQ, RK, SWAP, QMN>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, \
+                                                     float*, const Tf32Shape&, int);
+#define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)           \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false, false)  \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, false) \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true, false)
 
 }  // namespace tiles::cuda::hopper
