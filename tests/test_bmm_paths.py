@@ -484,21 +484,17 @@ def float32_precision(request):
     torch.set_float32_matmul_precision(old)
 
 
-# a M-major with b N-major has no K-major operand: TF32 copies b's tiles K-major inside the kernel, 3xTF32
-# (which splits a K-major operand) leaves them to mma.sync
-K_MAJOR_LAYOUTS = [l for l in LAYOUTS if not (l[0].startswith("col") and l[1] == "row")]
-NO_K_MAJOR_LAYOUTS = [l for l in LAYOUTS if l not in K_MAJOR_LAYOUTS]
-HOPPER_FLOAT32_CASES = [(precision, layouts) for precision in FLOAT32_KINDS
-                        for layouts in (LAYOUTS if precision == "high" else K_MAJOR_LAYOUTS)]
 # more than one tile per block, 256-wide tiles (TF32), K tails of 8 and 24, single rows and columns
 TF32_SHAPES = SHAPES + [(2, 1, 1, 1), (3, 17, 9, 5), (2, 640, 1288, 264)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("float32_precision,layouts", HOPPER_FLOAT32_CASES, indirect=["float32_precision"],
-                         ids=[f"{p}-{'-'.join(l)}" for p, l in HOPPER_FLOAT32_CASES])
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("shape", TF32_SHAPES, ids=["x".join(map(str, s)) for s in TF32_SHAPES])
 def test_hopper_float32_path(float32_precision, shape, layouts):
+    # every layout, "col"-"row" included: a M-major times b N-major has no K-major operand, and the
+    # kernel transposes b's tiles in shared memory
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
@@ -513,21 +509,6 @@ def float32_path(a, b, tensor_cores):
 
 
 @requires_cuda
-@pytest.mark.parametrize("float32_precision", ["highest"], indirect=True)
-@pytest.mark.parametrize("layouts", NO_K_MAJOR_LAYOUTS, ids=["-".join(l) for l in NO_K_MAJOR_LAYOUTS])
-@pytest.mark.parametrize("shape", [(2, 130, 72, 40), (2, 520, 264, 1032)], ids=["small", "large"])
-def test_hopper_3xtf32_path_needs_a_k_major_operand(float32_precision, layouts, shape):
-    hopper_float32_expected()
-    name, tol = float32_precision
-    a, b = tf32_operands(layouts, shape)
-    assert torch.ops.tiles._bmm_path(a, b) == (SMALL_FLOAT32 if small_float32(a, b) else f"mma-sync {name}")
-    with pytest.raises(RuntimeError, match="neither operand is K-major"):
-        torch.ops.tiles._bmm_on_path(a, b, "hopper")
-    assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
-    assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b, tol)
-
-
-@requires_cuda
 @pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
 def test_hopper_float32_path_batch_broadcast(float32_precision):
     hopper_float32_expected()
@@ -538,10 +519,9 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
     b2 = make_tensor((200, 96), torch.float32, "cuda").t()
     a3t = make_tensor((4, 96, 152), torch.float32, "cuda")[:, :, :150].mT
     b2_row = make_tensor((96, 200), torch.float32, "cuda")
-    pairs = [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2)]
-    if name == "tf32":  # no K-major operand, b broadcast (its tiles copied by the kernel's warps)
-        pairs += [(a3t, b2_row), (a3t, b3[:1])]
-    for a, b in pairs:
+    # the last two: no K-major operand, b broadcast
+    for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), torch.float32, "cuda"), b2), (a2, b2), (a3t, b2),
+                 (a3t, b2_row), (a3t, b3[:1])]:
         assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
         assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
@@ -558,15 +538,16 @@ def float32_paths():
 def test_3xtf32_is_as_accurate_as_cublas_sgemm():
     # float32 under "highest" must be float32-accurate: relative error against float64 no worse than
     # cuBLAS SGEMM's on the same inputs (with 10% slack for the different summation order), on every
-    # kernel that runs 3xTF32. Row-major b takes the Hopper kernel's swapped roles, b.mT the direct ones.
+    # kernel that runs 3xTF32. Row-major b takes the Hopper kernel's swapped roles, b.mT the direct ones,
+    # a.mT with a row-major b the transposed b tiles.
     a = torch.randn(4, 512, 2048, device="cuda")
     b = torch.randn(4, 2048, 384, device="cuda")
     ref = torch.bmm(a.double(), b.double())
     cublas = (torch.bmm(a, b).double() - ref).norm() / ref.norm()
-    bt = b.mT.contiguous().mT
+    at, bt = a.mT.contiguous().mT, b.mT.contiguous().mT
     for path in float32_paths():
-        for b_ in (b, bt):
-            ours = (torch.ops.tiles._bmm_on_path(a, b_, path).double() - ref).norm() / ref.norm()
+        for a_, b_ in ((a, b), (a, bt), (at, b)):
+            ours = (torch.ops.tiles._bmm_on_path(a_, b_, path).double() - ref).norm() / ref.norm()
             assert ours <= 1.1 * cublas, (path, ours.item(), cublas.item())
 
 

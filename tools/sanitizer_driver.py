@@ -117,8 +117,8 @@ for n in ((2056, 120) if dev == "cuda" else ()):
     del a, w
 
 # The Hopper float32 kernel (sm_90a builds; elsewhere mma.sync): TF32 ("high") and 3xTF32 ("highest") in
-# every major order with edge tiles; in TF32 an M-major a with a row-major b (no K-major operand) has
-# its b tiles copied by the producer warps, with K and N tails; the last shape takes 256-wide tiles.
+# every major order with edge tiles; an M-major a with a row-major b (no K-major operand) has its b tiles
+# transposed in shared memory, with K and N tails; the last shape takes 256-wide tiles in TF32.
 for precision in (("high", "highest") if dev == "cuda" else ()):
     old_precision = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)

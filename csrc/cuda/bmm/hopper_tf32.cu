@@ -5,7 +5,6 @@
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
-//                                      (TF32 only; 3xTF32 takes another path)
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -28,9 +27,7 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
                   const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
   if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false>(mr, mq, mc, c, s, grid);
   if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false>(mr, mq, mc, c, s, grid);
-  if constexpr (kSplit == 1) {
-    if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
-  }
+  if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
   hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
 }
 
@@ -43,9 +40,6 @@ bool can_run(const BmmProblem& p, const char** why) {
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
     return refuse(why, "dtype is not float32");
   if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
-  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  if (la.mn_major && lb.mn_major && !float32_as_tf32())
-    return refuse(why, "neither operand is K-major (3xTF32 splits a K-major one)");
   return true;
 #endif
 }

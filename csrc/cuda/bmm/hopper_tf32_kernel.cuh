@@ -10,12 +10,12 @@
 // Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu).
 // An M-major a with an N-major b has no K-major operand: R = a, and Q = b is MN-major (kQMnMajor),
 // loaded by TMA in MN-major boxes that producer warps then transpose in place (transpose_q_stage).
-// That variant is TF32 only: 3xTF32's splitters would need those warps too.
+// For 3xTF32 the same warps also write the transposed tile's small part.
 //
 // Block: 3 warpgroups, as in bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA
 // copies; for 3xTF32 its warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third
 // buffer, since wgmma can only read Q's big part (it ignores a float's low 13 bits) from shared memory;
-// for an MN-major Q its warps 1-3 transpose Q's tiles.
+// for an MN-major Q its warps 1-3 transpose Q's tiles (and write their small part).
 // Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
@@ -102,15 +102,18 @@ __device__ __forceinline__ void load_fragments(const uint8_t* r, int row0, int r
   }
 }
 
-// Q's small part for one stage: small = q - (q with its low 13 bits cleared, what wgmma reads), itself
-// rounded to TF32. Run by the splitter threads (producer warps 1-3); `index` counts from 0 among them.
+// Q's small part: small = q - (q with its low 13 bits cleared, what wgmma reads), itself rounded to TF32.
+__device__ __forceinline__ float4 small_part(float4 v) {
+  auto part = [](float x) { return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u))); };
+  return make_float4(part(v.x), part(v.y), part(v.z), part(v.w));
+}
+
+// A K-major Q stage's small part, by the splitter threads (producer warps 1-3); `index` counts from 0
+// among them.
 template <int kBytes, int kThreads>
 __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* small, int index) {
-  for (int i = index; i < kBytes / 16; i += kThreads) {
-    const float4 v = reinterpret_cast<const float4*>(q)[i];
-    auto part = [](float x) { return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u))); };
-    reinterpret_cast<float4*>(small)[i] = make_float4(part(v.x), part(v.y), part(v.z), part(v.w));
-  }
+  for (int i = index; i < kBytes / 16; i += kThreads)
+    reinterpret_cast<float4*>(small)[i] = small_part(reinterpret_cast<const float4*>(q)[i]);
 }
 
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
@@ -120,9 +123,10 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
 // copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
 // rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
 // warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
-// swizzled chunks differ in every row read and written: no bank conflicts.
-template <int BQ, int kCopiers>
-__device__ __forceinline__ void transpose_q_stage(uint8_t* q, int copier) {
+// swizzled chunks differ in every row read and written: no bank conflicts. 3xTF32 (kSplit = 3) also
+// writes the small part of the transposed tile to `small`.
+template <int BQ, int kCopiers, int kSplit>
+__device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, int copier) {
   const int lane = threadIdx.x % 32, kb = lane % 8;
   for (int box = copier; box < BQ / 32; box += kCopiers) {
     uint8_t* base = q + box * 4096;
@@ -145,8 +149,9 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, int copier) {
                               make_float4(t[0].z, t[1].z, t[2].z, t[3].z), make_float4(t[0].w, t[1].w, t[2].w, t[3].w)};
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const int row = 4 * qb + c;
-        *reinterpret_cast<float4*>(base + row * 128 + ((kb ^ (row % 8)) * 16)) = rows[c];
+        const int row = 4 * qb + c, at = box * 4096 + row * 128 + ((kb ^ (row % 8)) * 16);
+        *reinterpret_cast<float4*>(q + at) = rows[c];
+        if constexpr (kSplit == 3) *reinterpret_cast<float4*>(small + at) = small_part(rows[c]);
       }
     }
     __syncwarp();  // the next box's reads are other addresses; kept for the writes' order with the fence
@@ -242,7 +247,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
-  static_assert(!kQMnMajor || (kSplit == 1 && !kRKMajor && !kSwap), "an MN-major Q pairs with an MN-major R, TF32 only");
+  static_assert(!kQMnMajor || (!kRKMajor && !kSwap), "an MN-major Q pairs with an MN-major R");
+  static_assert(Cfg::kSplitters / 32 == (kSplit == 3 ? Cfg::kTransposers : 0), "both are warps 1-3");
   // The transposers hold two 4 x 4 blocks (208 bytes spilled at 40 registers); 128 x 32 more registers
   // for the producer are 256 x 16 fewer for the consumers.
   constexpr int kProducerRegisters = kQMnMajor ? 72 : 40, kConsumerRegisters = kQMnMajor ? 216 : 232;
@@ -263,7 +269,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&ready[s], kSplit == 3 ? Cfg::kSplitters / 32 : Cfg::kTransposers);  // unused by TF32 otherwise
+      mbarrier_init(&ready[s], Cfg::kTransposers);  // unused by TF32 with a K-major Q
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
     mbarrier_init_fence();
@@ -282,15 +288,14 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
         for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
           for (int64_t kb = 0; kb < k_blocks; ++kb) {
             mbarrier_wait(&full[s], phase);
-            transpose_q_stage<BQ, Cfg::kTransposers>(stage_q(s), threadIdx.x / 32 - 1);
+            transpose_q_stage<BQ, Cfg::kTransposers, kSplit>(stage_q(s), stage_small(s), threadIdx.x / 32 - 1);
             fence_async_shared();  // wgmma reads the tile through the async proxy
             __syncwarp();
             if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
             if (++s == kStages) s = 0, phase ^= 1;
           }
         }
-      }
-      if constexpr (kSplit == 3) {
+      } else if constexpr (kSplit == 3) {
         int s = 0;
         uint32_t phase = 0;
         for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {

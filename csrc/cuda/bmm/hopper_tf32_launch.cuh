@@ -19,13 +19,14 @@ void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUten
 }
 
 // The role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with the
-// roles swapped; and, TF32 only, R and Q both MN-major.
+// roles swapped; R and Q both MN-major.
 #define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP, QMN)                                                       \
   template void launch_tf32<SPLIT, BQ, RK, SWAP, QMN>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, \
                                                      float*, const Tf32Shape&, int);
 #define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)           \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false, false)  \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, false) \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true, false)
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true, false)  \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, true)
 
 }  // namespace tiles::cuda::hopper

@@ -3,5 +3,4 @@
 
 namespace tiles::cuda::hopper {
 TILES_HOPPER_TF32_INSTANTIATE(1, 256)
-TILES_HOPPER_TF32_LAUNCH(1, 256, false, false, true)  // R and Q both MN-major
 }
