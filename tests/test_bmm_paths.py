@@ -503,6 +503,24 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
     assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
 
 
+# Few output tiles over a long K: the Hopper float32 kernel splits K (up to 8 slices, each tile's partials
+# summed in order, the last slice with a K tail); N = 390 takes the direct stores, 384 the TMA stores.
+SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", SPLIT_K_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_K_SHAPES])
+def test_hopper_float32_split_k(float32_precision, shape, layouts):
+    hopper_float32_expected()
+    name, tol = float32_precision
+    a, b = tf32_operands(layouts, shape)
+    out = poisoned_on_path(a, b, "hopper")
+    assert_bmm_close(out, a, b, tol)
+    assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # the same bits every run
+
+
 def float32_path(a, b, tensor_cores):
     """The path bmm takes for float32 operands: thin, else small, else `tensor_cores`."""
     return thin_path(a, b) or (SMALL_FLOAT32 if small_float32(a, b) else tensor_cores)

@@ -8,6 +8,7 @@
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
+#include "cuda/bmm/split_k.cuh"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"
 
@@ -29,6 +30,25 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
   if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false>(mr, mq, mc, c, s, grid);
   if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
   hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
+}
+
+// Split-K: how many slices of K to walk as separate tiles, so that the tiles fill the SMs' waves. Few
+// output tiles over a long K (a weight gradient, K = tokens) otherwise leave SMs idle: 768 x 3072 x
+// 16384 has 144 tiles of 128 x 128 on 132 SMs, a second wave of 12. The smallest count whose waves are
+// 90% full, else the fullest; slices of at least kMinBlocks k-blocks, partials of at most kMaxPartials.
+int k_split_count(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms) {
+  constexpr int kMaxSplits = 8;
+  constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
+  int best = 1;
+  double best_fill = 0;
+  for (int splits = 1; splits <= kMaxSplits; ++splits) {
+    if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
+    const int64_t units = tiles * splits, waves = (units + sms - 1) / sms;
+    const double fill = double(units) / double(waves * sms);
+    if (fill >= 0.9) return splits;
+    if (fill > best_fill) best = splits, best_fill = fill;
+  }
+  return best;
 }
 
 }  // namespace
@@ -57,28 +77,41 @@ void bmm(const BmmProblem& p) {
   s.p = swap ? p.n : p.m, s.q = swap ? p.m : p.n;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
   s.tiles_p = int((s.p + 127) / 128);
-  const bool split = !float32_as_tf32();
+  const bool three_pass = !float32_as_tf32();  // 3xTF32
   // TF32 takes 256-wide Q tiles (more products per byte loaded) unless they would leave
   // multiprocessors idle; 3xTF32 needs its second set of accumulators, so 128.
   const int sms = sm_count();
   const int64_t wide_tiles = p.batch * s.tiles_p * ((s.q + 255) / 256);
-  const int bq = !split && s.q > 128 && wide_tiles >= sms ? 256 : 128;
+  const int bq = !three_pass && s.q > 128 && wide_tiles >= sms ? 256 : 128;
   s.tiles_q = int((s.q + bq - 1) / bq);
-  const int grid = int(std::min<int64_t>(p.batch * s.tiles_p * s.tiles_q, sms));
+  const int64_t tiles = p.batch * s.tiles_p * s.tiles_q, k_blocks = (p.k + 31) / 32;
+  const int64_t outputs = p.batch * p.m * p.n;
+  const int k_splits = k_split_count(tiles, k_blocks, outputs, sms);
+  s.k_blocks = (k_blocks + k_splits - 1) / k_splits;
+  s.splits = int((k_blocks + s.k_blocks - 1) / s.k_blocks);
+  const int grid = int(std::min<int64_t>(tiles * s.splits, sms));
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
   // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
   const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
   const CUtensorMap mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
-  // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p].
-  const OperandLayout lc = hopper::output_layout(p);
+  // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p]. With split-K
+  // the kernel writes each split's partial outputs, summed afterwards in split order.
+  const at::Tensor partials = s.splits > 1 ? at::empty({s.splits * p.batch, p.m, p.n}, p.out.options()) : at::Tensor();
+  const at::Tensor& target = s.splits > 1 ? partials : p.out;
+  OperandLayout lc = hopper::output_layout(p);
+  lc.batch *= s.splits;
   s.tma_store = lc.ok;
   CUtensorMap mc{};  // unused (zeros) when the consumers store directly
-  if (lc.ok) mc = hopper::tensor_map(p.out, lc, swap ? 32 : 64);
-  float* c = p.out.data_ptr<float>();
-  if (split) return launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
-  bq == 256 ? launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid)
-            : launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  if (lc.ok) mc = hopper::tensor_map(target, lc, swap ? 32 : 64);
+  float* c = target.data_ptr<float>();
+  if (three_pass) {
+    launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  } else {
+    bq == 256 ? launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid)
+              : launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  }
+  if (s.splits > 1) sum_splits<float, float>(p.out.data_ptr<float>(), partials, outputs, s.splits);
 }
 
 }  // namespace tiles::cuda::hopper_tf32

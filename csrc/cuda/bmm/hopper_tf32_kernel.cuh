@@ -33,9 +33,14 @@
 namespace tiles::cuda::hopper {
 
 // The problem in roles: D[batch][p][q] = sum_k R[p][k] Q[q][k]; the output is D (or D^T if kSwap)
-// stored as a contiguous [batch][out rows][out_cols] float tensor.
+// stored as a contiguous [batch][out rows][out_cols] float tensor. With split-K (splits > 1) the walk's
+// batch index is split * batch + b: that split's k-blocks [split * k_blocks, + k_blocks) of batch entry
+// b, stored as batch entry split * batch + b of a partials tensor (the past-K k-blocks of the last split
+// are TMA's zeros).
 struct Tf32Shape {
   int64_t batch, p, q, k;
+  int64_t k_blocks;  // per split
+  int splits;
   int tiles_p, tiles_q;
   bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
   bool tma_store;                 // the output is described by map_c
@@ -276,8 +281,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   }
   __syncthreads();
 
-  const int64_t k_blocks = (shape.k + BK - 1) / BK;
-  const int64_t total_tiles = shape.batch * shape.tiles_p * shape.tiles_q;
+  const int64_t k_blocks = shape.k_blocks;
+  const int64_t total_tiles = shape.batch * shape.splits * shape.tiles_p * shape.tiles_q;
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<kProducerRegisters>();
@@ -315,8 +320,10 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     tma_prefetch_descriptor(&map_r);
     tma_prefetch_descriptor(&map_q);
     produce_stages<kStages, BK>(full, empty, Cfg::kRBytes + Cfg::kQBytes, total_tiles, shape.tiles_p, shape.tiles_q,
-                                k_blocks, [&](int s, const TileCoord& tc, int k0) {
-      const int br = shape.r_broadcast ? 0 : int(tc.batch), bq = shape.q_broadcast ? 0 : int(tc.batch);
+                                k_blocks, [&](int s, const TileCoord& tc, int k_in_split) {
+      const int split = int(tc.batch / shape.batch), b = int(tc.batch - split * shape.batch);
+      const int br = shape.r_broadcast ? 0 : b, bq = shape.q_broadcast ? 0 : b;
+      const int k0 = int(split * k_blocks * BK) + k_in_split;
       const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
       if constexpr (kRKMajor) {
         tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
