@@ -124,8 +124,8 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
 // transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
 // the same 4 KiB. TMA cannot transpose, and copying each float with its own 4-byte cp.async costs four
-// times the shared-memory wavefronts (one per global row touched). Warp `copier` takes boxes copier,
-// copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
+// times the shared-memory wavefronts (one per global row touched). Transposing warp `copier` (of
+// kCopiers) takes boxes copier, copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
 // rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
 // warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
 // swizzled chunks differ in every row read and written: no bank conflicts. 3xTF32 (kSplit = 3) also
@@ -159,7 +159,7 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
         if constexpr (kSplit == 3) *reinterpret_cast<float4*>(small + at) = small_part(rows[c]);
       }
     }
-    __syncwarp();  // the next box's reads are other addresses; kept for the writes' order with the fence
+    __syncwarp();  // the warp leaves each box together (the next box is other memory)
   }
 }
 
