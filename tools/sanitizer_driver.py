@@ -17,6 +17,11 @@ def check(name, out, ref, tol):
         bad.append(name)
 
 
+def on_path(a, w, path):
+    """tiles::_bmm_on_path, which is CUDA-only; the CPU dry run takes bmm's own path."""
+    return T._bmm_on_path(a, w, path) if dev == "cuda" else T.bmm(a, w)
+
+
 def rand(*shape, dtype=torch.float32, requires_grad=False):
     return torch.randn(*shape, device=dev, dtype=dtype, requires_grad=requires_grad)
 
@@ -64,7 +69,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     for (mm, k, n) in [(33, 512, 17), (1, 4097, 1), (70, 100, 65)]:
         a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
         for path in ("general-32", "general-64"):
-            check(f"bmm {path} {mm}x{k}x{n}", T._bmm_on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
+            check(f"bmm {path} {mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
     # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous);
     # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
     # (a transposed: 16-byte loads with a row tail), few rows
@@ -74,7 +79,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
                                     (3, 2, 1194, 35, False, True)]:
         a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
         w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
-        check(f"bmm thin {b}x{mm}x{k}x{n}", T._bmm_on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
+        check(f"bmm thin {b}x{mm}x{k}x{n}", on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, both tile widths, both epilogues (N % 8 == 0: TMA
