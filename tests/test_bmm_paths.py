@@ -514,7 +514,7 @@ SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050)]
 @pytest.mark.parametrize("shape", SPLIT_K_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_K_SHAPES])
 def test_hopper_float32_split_k(float32_precision, shape, layouts):
     hopper_float32_expected()
-    name, tol = float32_precision
+    _, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
     out = poisoned_on_path(a, b, "hopper")
     assert_bmm_close(out, a, b, tol)
