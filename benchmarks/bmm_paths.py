@@ -9,7 +9,7 @@ others would stand, `torch.ops.tiles._bmm_on_path`).
 
 Presets:
 - small-float32: float32 under "highest", where small products (at most 2^24 multiply-adds, fewer than
-  2^19 outputs, or K under 8) take the general kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
+  2^19 outputs; K <= 16 is thin) take the general kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.

@@ -59,9 +59,10 @@ def assert_tile(a, b, wide):
         assert torch.ops.tiles._bmm_tile(a, b) == ("128x256" if wide else "128x128")
 
 
-# Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, of fewer
-# than SMALL_FLOAT32_OUTPUTS output elements, or with K under 8 take the general kernel (bmm/bmm.cu
-# small_full_precision_float); under TF32, and otherwise, the tensor-core kernels.
+# Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds or of fewer
+# than SMALL_FLOAT32_OUTPUTS output elements take the general kernel (bmm/bmm.cu
+# small_full_precision_float) unless they are thin (thin_path); under TF32, and otherwise, the tensor-core
+# kernels.
 SMALL_FLOAT32_MACS = 2 ** 24
 SMALL_FLOAT32_OUTPUTS = 2 ** 19
 SMALL_FLOAT32 = "general: small float32 product at full precision"
@@ -83,7 +84,7 @@ def small_float32(a, b):
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
     outputs, k = batch * a.shape[-2] * b.shape[-1], a.shape[-1]
     return (a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
-            and (outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS or k < 8))
+            and (outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS))
 
 
 def poisoned_bmm(a, b):
@@ -650,9 +651,9 @@ def test_general_path_both_tile_widths(dtype, case):
 
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
-    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, of fewer than
-    # SMALL_FLOAT32_OUTPUTS outputs, or with K under 8 run on the general kernel's FMAs (K <= 16 on the
-    # thin kernel); the others, and any under TF32, on the tensor cores.
+    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds or of fewer than
+    # SMALL_FLOAT32_OUTPUTS outputs run on the general kernel's FMAs (K <= 16 on the thin kernel); the
+    # others, and any under TF32, on the tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
     at_limit = (f32(512, 32), f32(32, 1024))  # 2^24 multiply-adds, 2^19 outputs

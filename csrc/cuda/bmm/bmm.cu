@@ -10,22 +10,22 @@ namespace {
 
 // Whether the general kernel beats the mma kernel: few 128 x 128 output tiles over a long K, which
 // the general kernel splits over the idle multiprocessors (split-K) and the mma kernel walks on one
-// block per tile (e.g. 92 x 4 x 1858: one block, 116 k-tiles in a row, 9x cuBLAS's time).
+// block per tile (e.g. 92 x 40 x 1858: one block, 116 k-tiles in a row).
 bool few_tiles_long_k(const BmmProblem& p) {
   const int64_t tiles = (p.m + 127) / 128 * ((p.n + 127) / 128) * p.batch;
   return tiles * 8 < sm_count() && p.k >= 256;
 }
 
 // Whether a float32 product at full precision runs faster on the general kernel's FMAs than on 3xTF32,
-// whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, an output
-// of few tiles (which the general kernel splits along K over the idle SMs), or K under one tensor-core
-// k-step. Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high" precision)
+// whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, or an
+// output of few tiles (which the general kernel splits along K over the idle SMs). (A K under one
+// tensor-core k-step is thin and never gets here.) Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high" precision)
 // keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
-  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19, kMinK = 8;
+  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
   const int64_t outputs = p.batch * p.m * p.n;
-  return outputs * p.k <= kMaxMultiplyAdds || outputs < kMaxOutputs || p.k < kMinK;
+  return outputs * p.k <= kMaxMultiplyAdds || outputs < kMaxOutputs;
 }
 
 }  // namespace

@@ -394,9 +394,9 @@ void launch_narrow(const BmmProblem& p, const Narrow& t) {
 
 }  // namespace
 
-bool suits(const BmmProblem& p) { return p.k <= kMaxShortK || std::min(p.m, p.n) <= kMaxColumns; }
-
 bool short_k(const BmmProblem& p) { return p.k <= kMaxShortK; }
+
+bool suits(const BmmProblem& p) { return short_k(p) || std::min(p.m, p.n) <= kMaxColumns; }
 
 void bmm(const BmmProblem& p) {
   TORCH_INTERNAL_ASSERT(suits(p), "thin::bmm: ", p.m, " x ", p.n, " x ", p.k, " is not thin");
