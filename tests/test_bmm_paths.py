@@ -7,7 +7,7 @@ multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and 
 than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
-base are not 16-byte aligned (``mma-sync <kind> unaligned 4-byte`` where 4-byte copies divide them,
+base are not 16-byte aligned (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies divide them,
 else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 4
 output columns or rows) take the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless
 the Hopper kernel can. Few output
@@ -421,6 +421,42 @@ def test_mma_path_unaligned(kind_step, shape, layouts):
     if 1 in (m, n, k):  # a dim of size 1 leaves either order to the classifier, and its stride is not ours
         names |= {unaligned_path_name(kind, 1), unaligned_path_name(kind, 2)}
     check_mma_kind(kind, a, b, (*names, SPLIT_K))
+
+
+def eight_byte_operand(layout, batch, rows, cols, dtype):
+    """[batch, rows, cols] at an aligned base whose leading dimension is a multiple of 8 bytes but not of 16
+    (as 'row', 'col' or 'col-sliced' in mma_operand): the mma kernel copies it 8 bytes at a time."""
+    def ld(length):
+        n = length
+        while (n * dtype.itemsize) % 8 or (n * dtype.itemsize) % 16 == 0:
+            n += 1
+        return n
+
+    if layout == "row":
+        return make_tensor((batch, rows, ld(cols)), dtype, "cuda")[:, :, :cols]
+    if layout == "col":
+        return make_tensor((batch, cols, ld(rows)), dtype, "cuda")[:, :, :rows].mT
+    if layout == "col-sliced":
+        return make_tensor((2 * batch, cols, ld(rows)), dtype, "cuda")[::2, :, :rows].mT
+    raise ValueError(layout)
+
+
+EIGHT_BYTE_SHAPES = [(2, 129, 257, 72), (1, 300, 523, 1001), (3, 64, 64, 40)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", EIGHT_BYTE_SHAPES, ids=["x".join(map(str, s)) for s in EIGHT_BYTE_SHAPES])
+@pytest.mark.parametrize("kind", UNALIGNED_KINDS, ids=[MMA_KINDS[k][0] for k in UNALIGNED_KINDS])
+def test_mma_path_8_byte_copies(kind, shape, layouts):
+    # strides that are 8-byte but not 16-byte multiples: 8-byte cp.async copies (partial tiles, K tails),
+    # but 4-byte ones for 3xTF32 with a K-major a (whose 8-byte variant would spill: bmm/mma.cu)
+    mma_expected()
+    batch, m, n, k = shape
+    a = eight_byte_operand(layouts[0], batch, m, k, kind[0])
+    b = eight_byte_operand(layouts[1], batch, k, n, kind[0])
+    width = 4 if kind == (torch.float32, "highest") and layouts[0] == "row" else 8
+    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte", SPLIT_K))
 
 
 @requires_cuda

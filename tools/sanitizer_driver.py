@@ -55,9 +55,10 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         # logsumexp: (max, sum) pairs through the same shuffles, partials and clusters
         lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
         check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
-    # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 4 bytes at a
-    # time (98; float32) or loads element by element (16-bit, 17 and 99; float64: the general kernel),
-    # 98 and 99 over more k-tiles than its stage ring; the last: split-K
+    # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 8 bytes (float32
+    # 98) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads element by element (16-bit 17
+    # and 99; float64: the general kernel), 98 and 99 over more k-tiles than its stage ring; the last:
+    # split-K
     for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
                           (1, 64, 300, 10)]:
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
@@ -136,6 +137,20 @@ for precision in (("high", "highest") if dev == "cuda" else ()):
             torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
             check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w),
                   a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
+    torch.set_float32_matmul_precision(old_precision)
+
+# The mma.sync kernel's copy widths on products too large for the general kernel: rows of 8-byte (K =
+# 98 float32, 100 bf16; M = 302 float32 for an M-major a) and 4-byte (K = 99 float32, 98 bf16) multiples;
+# 3xTF32 ("highest") copies 8 bytes only with an M-major a.
+for dtype, precision, ks, tol in [(torch.float32, "high", (98, 99), 1e-2), (torch.float32, "highest", (98,), 1e-4),
+                                  (torch.bfloat16, "high", (100, 98), 3e-2)]:
+    old_precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    for k in (ks if dev == "cuda" else ()):
+        a, w = rand(2, 302, k, dtype=dtype), rand(2, k, 1002, dtype=dtype)
+        for name, x, y in [("row b", a, w), ("col b", a, w.mT.contiguous().mT), ("col a", a.mT.contiguous().mT, w)]:
+            check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [{T._bmm_path(x, y)}]", T.bmm(x, y),
+                  x.double() @ y.double(), tol * k ** 0.5)
     torch.set_float32_matmul_precision(old_precision)
 
 # The backward kernels (tiles::_map_backward, tiles::_zip_backward) on each elementwise path: contiguous

@@ -58,7 +58,8 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
     case Path::thin: return thin::short_k(p) ? "thin short-k" : "thin few-columns";
     case Path::mma: {
       const int bytes = mma::copy_bytes(p);
-      return std::string("mma-sync ") + mma::kind(p) + (bytes == 16 ? "" : bytes == 4 ? " unaligned 4-byte" : " unaligned");
+      return std::string("mma-sync ") + mma::kind(p) +
+             (bytes == 16 ? "" : bytes >= 4 ? " unaligned " + std::to_string(bytes) + "-byte" : " unaligned");
     }
     case Path::general: break;
   }

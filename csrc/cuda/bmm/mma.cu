@@ -30,9 +30,18 @@ namespace tiles::cuda::mma {
 
 namespace {
 
+// 3xTF32 with 8-byte copies of a K-major a spills (255 registers) and ran 13% slower than with 4-byte
+// ones (4 x 3123 x 2188 x 734); with an M-major a, 25% faster (8 x 96 x 2174 x 1410). That variant is
+// not built (bmm/mma_tf32x3.cu): it copies 4 bytes.
+constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
+  return three_pass && width == 8 && !a_mn_major;
+}
+
 template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
 void launch_kind(const Params<typename Atom::Elem>& q) {
-  if constexpr (!std::is_same_v<Atom, F64>) {
+  if constexpr (narrower_copies(std::is_same_v<Atom, Tf32x3>, kCopyBytes, kMnA)) {
+    launch<Atom, kMnA, kMnB, 4>(q);
+  } else if constexpr (!std::is_same_v<Atom, F64>) {
     launch<Atom, kMnA, kMnB, kCopyBytes>(q);
   } else if constexpr (kCopyBytes == 16) {
     dmma::launch<kMnA, kMnB>(q);
@@ -49,10 +58,15 @@ void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
   launch_kind<Atom, false, false, kCopyBytes>(q);
 }
 
-// The copy width both operands allow: 16 or 4 bytes (cp.async), else their common alignment.
-int copy_width(const MatrixLayout& a, const MatrixLayout& b) {
-  const int both = std::min(a.align_bytes, b.align_bytes);
-  return both >= 16 ? 16 : both >= 4 ? 4 : both;
+// The copy width both operands allow, their common alignment: 16, 8 or 4 bytes (cp.async), else 2
+// (16-bit elements through registers). Narrow copies bound the kernel's speed (NOTES.md, mma.sync).
+int copy_width(const MatrixLayout& a, const MatrixLayout& b) { return std::min(a.align_bytes, b.align_bytes); }
+
+// The width the kernel copies with: copy_width, but 4 where narrower_copies says so.
+int kernel_copy_width(const BmmProblem& p, const MatrixLayout& a, const MatrixLayout& b) {
+  const int width = copy_width(a, b);
+  const bool three_pass = p.out.scalar_type() == at::kFloat && !float32_as_tf32();
+  return narrower_copies(three_pass, width, a.mn_major) ? 4 : width;
 }
 
 template <class Atom>
@@ -67,8 +81,9 @@ void run(const BmmProblem& p) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
-  switch (copy_width(la, lb)) {
+  switch (kernel_copy_width(p, la, lb)) {
     case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
+    case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major);
     case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
     default:
       if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major);
@@ -108,7 +123,7 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
-int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : copy_width(layout_of_a(p), layout_of_b(p)); }
+int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : kernel_copy_width(p, layout_of_a(p), layout_of_b(p)); }
 
 void bmm(const BmmProblem& p) {
   switch (p.out.scalar_type()) {

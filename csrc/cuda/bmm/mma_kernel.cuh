@@ -4,8 +4,8 @@
 // of atoms whose fragments stay in registers. Operand tiles BM x BK (a) and BK x BN (b) stream through
 // a ring of kStages shared-memory buffers filled by cp.async (zero-filled past the matrix edges), so
 // the loads of the next tiles overlap the multiplies of this one; one barrier per k-tile. The copies
-// are kCopyBytes wide: 16 where both operands' bases and strides allow, else 4 (a K or N that is not a
-// multiple of 8, a sliced view). 16-bit operands with an odd stride or base (kCopyBytes = 2) are
+// are kCopyBytes wide: 16 where both operands' bases and strides allow, else 8 or 4 (a K or N that is
+// not a multiple of 8, a sliced view). 16-bit operands with an odd stride or base (kCopyBytes = 2) are
 // loaded element by element: each thread loads its share of the next tile into registers before the
 // multiplies of this one and stores it to shared memory after them, so those loads' latency still
 // hides behind the tensor cores (TileCopy).

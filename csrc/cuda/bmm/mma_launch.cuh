@@ -45,9 +45,10 @@ void launch(const Params<typename Atom::Elem>& p) {
   template void launch<ATOM, false, true, BYTES>(const Params<typename ATOM::Elem>&);    \
   template void launch<ATOM, true, false, BYTES>(const Params<typename ATOM::Elem>&);    \
   template void launch<ATOM, true, true, BYTES>(const Params<typename ATOM::Elem>&);
-// 16-byte and 4-byte copies; 16-bit atoms also take width 2 (element-by-element register loads).
+// 16-, 8- and 4-byte copies; 16-bit atoms also take width 2 (element-by-element register loads).
 #define TILES_MMA_INSTANTIATE(ATOM)      \
   TILES_MMA_INSTANTIATE_WIDTH(ATOM, 16)  \
+  TILES_MMA_INSTANTIATE_WIDTH(ATOM, 8)   \
   TILES_MMA_INSTANTIATE_WIDTH(ATOM, 4)
 
 }  // namespace tiles::cuda::mma

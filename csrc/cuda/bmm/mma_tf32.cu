@@ -1,4 +1,4 @@
-// The mma.sync bmm kernels with the Tf32 atom, all four operand major orders, 16- and 4-byte copies.
+// The mma.sync bmm kernels with the Tf32 atom, all four operand major orders, 16-, 8- and 4-byte copies.
 #include "cuda/bmm/mma_launch.cuh"
 
 namespace tiles::cuda::mma {

@@ -8,7 +8,7 @@
 //   mma      mma.sync tensor-core kernel with a cp.async pipeline: every dtype (fp32 as TF32 or 3xTF32 by
 //            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
 //            matrix dim, either major order; strides or a base that are not 16-byte aligned are copied
-//            4 bytes at a time, or element by element through registers where even that does not
+//            8 or 4 bytes at a time, or element by element through registers where even that does not
 //            divide them (16-bit operands; not for fp64) (bmm/mma.cu)
 //   thin     CUDA-core kernels for products that tensor-core tiles would mostly pad: K <= 16, or at most
 //            4 output columns or rows; any dtype, strides, GPU (bmm/thin.cu)
@@ -72,7 +72,7 @@ void bmm(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".
 const char* kind(const BmmProblem& p);
-// The width of the mma.sync kernel's global-to-shared copies for these operands: 16 bytes, 4 bytes
+// The width of the mma.sync kernel's global-to-shared copies for these operands: 16, 8 or 4 bytes
 // (cp.async), or one element (16-bit operands with an odd stride or base: register loads).
 int copy_bytes(const BmmProblem& p);
 }  // namespace mma
