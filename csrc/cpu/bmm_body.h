@@ -101,17 +101,6 @@ void pack_slivers(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, T
   }
 }
 
-// `n` elements of a thread's scratch vector `v`, from a 64-byte boundary: the micro-kernel's vector
-// loads from the packed slivers then never straddle two cache lines (a large vector's own storage
-// starts 16 bytes past a page boundary).
-template <class T>
-T* aligned_scratch(std::vector<T>& v, int64_t n) {
-  constexpr size_t kAlign = 64;
-  v.resize(size_t(n) + kAlign / sizeof(T));
-  const uintptr_t at = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<T*>((at + kAlign - 1) / kAlign * kAlign);
-}
-
 // One task: output tile (batch bi, rows [m0, m0 + rows), cols [n0, n0 + cols)).
 template <class S>
 void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
@@ -129,8 +118,8 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
   const int64_t kc_max = std::min<int64_t>(B::KC, g.k);
   const int64_t mc_max = std::min<int64_t>(B::MC, rows);
   const int64_t cols_up = (cols + NR - 1) / NR * NR;
-  T* const a_pack = aligned_scratch(a_buf, (mc_max + MR - 1) / MR * MR * kc_max);
-  T* const b_pack = aligned_scratch(b_buf, cols_up * kc_max);
+  a_buf.resize(size_t((mc_max + MR - 1) / MR * MR * kc_max));
+  b_buf.resize(size_t(cols_up * kc_max));
   T* C;
   int64_t ldc;
   if constexpr (direct) {
@@ -146,16 +135,16 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
   for (int64_t pc = 0; pc < g.k; pc += B::KC) {
     const int64_t kc = std::min<int64_t>(B::KC, g.k - pc);
     const bool accumulate = pc > 0;
-    pack_slivers<NR>(Bm + pc * sbk, cols, kc, sbn, sbk, b_pack);
+    pack_slivers<NR>(Bm + pc * sbk, cols, kc, sbn, sbk, b_buf.data());
     for (int64_t ic = 0; ic < rows; ic += B::MC) {
       const int64_t mc = std::min<int64_t>(B::MC, rows - ic);
-      pack_slivers<MR>(A + ic * sam + pc * sak, mc, kc, sam, sak, a_pack);
+      pack_slivers<MR>(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
       for (int64_t jr = 0; jr < cols; jr += NR) {
         const int64_t nr = std::min<int64_t>(NR, cols - jr);
-        const T* bp = b_pack + jr * kc;
+        const T* bp = b_buf.data() + jr * kc;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t mr = std::min<int64_t>(MR, mc - ir);
-          const T* ap = a_pack + ir * kc;
+          const T* ap = a_buf.data() + ir * kc;
           T* c = C + (ic + ir) * ldc + jr;
           if (mr == MR && nr == NR) {
             micro_kernel(kc, ap, bp, c, ldc, accumulate);
