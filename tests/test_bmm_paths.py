@@ -232,7 +232,7 @@ def test_hopper_store_choice_follows_output_size_and_k():
 
 
 # Layouts the Hopper kernel cannot describe to TMA. With a unit-stride matrix dim they take the mma
-# kernel's element-by-element loads (float64: the general kernel); without one, the general kernel.
+# kernel's narrow copies or element-by-element loads; without one, the general kernel.
 # In float32 under "highest" these products are small enough for the general kernel; the tests then run
 # the mma kernel by name.
 FALLBACKS = {
@@ -243,11 +243,11 @@ FALLBACKS = {
     "odd_batch_stride": lambda dt: (make_tensor((2 * 33 * 64 + 3,), dt, "cuda")[3:].view(2, 33, 64),
                                     make_tensor((2, 64, 40), dt, "cuda")),
 }
-MMA_KIND_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "3xtf32"}
+MMA_KIND_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "3xtf32", torch.float64: "f64"}
 
 
 def expected_fallback_path(dtype, case):
-    if case == "no_unit_stride" or dtype == torch.float64:
+    if case == "no_unit_stride":
         return "general"
     mma_expected()
     return f"mma-sync {MMA_KIND_NAMES[dtype]} unaligned"
@@ -396,15 +396,15 @@ def unaligned_operand(layout, batch, rows, cols, dtype, step=1):
 # 3-4 stages), one row or column, K of one.
 UNALIGNED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
                     (4, 64, 64, 64)]
-UNALIGNED_KINDS = [k for k in MMA_KINDS if k[0] != torch.float64]  # float64 needs aligned operands
+UNALIGNED_KINDS = list(MMA_KINDS)
 # An odd step leaves 16-bit operands 2-byte aligned (element-by-element loads); an even one, or any
-# float32 step, 4-byte aligned (4-byte cp.async copies).
+# float32 step, 4-byte aligned (4-byte cp.async copies); float64 operands are 8-byte aligned.
 STEPS = [(k, step) for k in UNALIGNED_KINDS for step in ((1, 2) if k[0].itemsize == 2 else (1,))]
 
 
 def unaligned_path_name(kind, step):
-    four_bytes = kind[0].itemsize * step % 4 == 0
-    return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (" 4-byte" if four_bytes else "")
+    width = min(8, kind[0].itemsize * step)
+    return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (f" {width}-byte" if width >= 4 else "")
 
 
 @requires_cuda
@@ -487,11 +487,12 @@ def test_choice_between_mma_and_split_k():
     f64 = (make_tensor((1, 512, 97), torch.float64, "cuda"), make_tensor((1, 97, 256), torch.float64, "cuda"))
     assert torch.ops.tiles._bmm_path(*vector) == "thin few-columns"
     assert torch.ops.tiles._bmm_path(*head) == "mma-sync bf16 unaligned"
-    assert torch.ops.tiles._bmm_path(*f64) == "general: float64 operands need 16-byte-aligned strides and base"
+    assert torch.ops.tiles._bmm_path(*f64) == "mma-sync f64 unaligned 8-byte"
     for a, b in (vector, head, f64):
         assert_bmm_close(poisoned_bmm(a, b), a, b)
-    with pytest.raises(RuntimeError, match="the mma path cannot take these operands: float64"):
-        torch.ops.tiles._bmm_on_path(*f64, "mma")
+    no_unit_stride = make_tensor((1, 512, 96), torch.float64, "cuda", "sliced")
+    with pytest.raises(RuntimeError, match="the mma path cannot take these operands: a has no unit-stride"):
+        torch.ops.tiles._bmm_on_path(no_unit_stride, f64[1][:, :96], "mma")
 
 
 # ---- the Hopper float32 kernel ---------------------------------------------------------------------
@@ -711,12 +712,12 @@ def test_small_float32_products_take_the_general_kernel():
 
 # ---- the thin kernels ------------------------------------------------------------------------------
 # (batch, M, N, K): short K (1, at the limit, 0, output rows that take whole-vector stores: N a
-# multiple of the columns per thread); few columns
+# multiple of the columns per thread, outputs narrower than a warp's columns: a warp spans rows); few columns
 # (N = 1: a matrix-vector product; N at the limit; one output element over a long K; just past the
 # short-K limit; rows past a whole number of 16-byte vectors) and few rows (M <= 4 < N), each over K
 # long enough to be split over blocks or not.
 THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (2, 9, 300, 7),
-               (1, 33, 520, 3), (2, 65, 256, 9),
+               (1, 33, 520, 3), (2, 65, 256, 9), (5, 2565, 5, 16), (2, 1905, 10, 16), (3, 80, 7, 2),
                (5, 254, 1, 3985), (2, 633, 4, 944), (1, 92, 3, 1858), (1, 1, 1, 4097), (2, 130, 3, 17),
                (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300)]
 THIN_LAYOUTS = LAYOUTS + [("unaligned-row", "unaligned-col"), ("unaligned-col", "unaligned-row"),

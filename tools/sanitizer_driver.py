@@ -56,9 +56,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
         check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
     # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 8 bytes (float32
-    # 98) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads element by element (16-bit 17
-    # and 99; float64: the general kernel), 98 and 99 over more k-tiles than its stage ring; the last:
-    # split-K
+    # 98, float64) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads element by element
+    # (16-bit 17 and 99), 98 and 99 over more k-tiles than its stage ring; the last: split-K
     for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
                           (1, 64, 300, 10)]:
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
@@ -71,11 +70,13 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
         for path in ("general-32", "general-64"):
             check(f"bmm {path} {mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
-    # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous);
+    # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous),
+    # five output columns (blocks of few threads across);
     # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
     # (a transposed: 16-byte loads with a row tail), few rows
     for (b, mm, k, n, a_t, w_t) in [(2, 33, 3, 520, False, False), (2, 37, 5, 130, True, False),
-                                    (2, 40, 9, 70, False, True), (2, 300, 1024, 2, False, False),
+                                    (2, 40, 9, 70, False, True), (3, 700, 16, 5, False, True),
+                                    (2, 300, 1024, 2, False, False),
                                     (5, 254, 3985, 1, False, False), (2, 1001, 512, 3, True, False),
                                     (3, 2, 1194, 35, False, True)]:
         a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)

@@ -12,7 +12,8 @@
 //    bytes) on 16 distinct bank pairs in either major order, and keeps all rows of a lane's reads
 //    on one swizzle;
 //  - each thread's cp.async copies sit at fixed (row, chunk) positions of the tile, so outside edge
-//    tiles and a partial last k-tile a k-tile's copy is a pointer step and four copies.
+//    tiles and a partial last k-tile a k-tile's copy is a pointer step and four copies (eight of
+//    8 bytes where the operands' strides or base are not 16-byte multiples: an odd K, N or M).
 #pragma once
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params, cp.async, the tile order, the F64 atom
@@ -36,11 +37,13 @@ template <bool kMn>
 constexpr int kRowLen = kMn ? BM : BK;
 
 // Streams one operand's tiles into shared memory. Thread t copies the 16-byte chunks at (row0 + p *
-// kRowsPerPass, chunk) of every tile, p < 4; rows and k past the matrix edge are zero-filled. Which of
-// them lie inside the matrix matters only in edge tiles and in a last, partial k-tile; all others copy
-// whole chunks with no test.
-template <bool kMn>
+// kRowsPerPass, chunk) of every tile, p < 4, in one cp.async each, or two of 8 bytes (kCopyBytes) when
+// the operand is only 8-byte aligned; rows and k past the matrix edge are zero-filled. Which of them
+// lie inside the matrix matters only in edge tiles and in a last, partial k-tile; all others copy whole
+// chunks with no test.
+template <bool kMn, int kCopyBytes>
 struct TileLoader {
+  static_assert(kCopyBytes == 16 || kCopyBytes == 8, "fp64 tiles are copied 16 or 8 bytes at a time");
   static constexpr int kChunksPerRow = kRowLen<kMn> / 2, kRowsPerPass = kThreads / kChunksPerRow;
   const double* origin;  // the tile's element (0, 0): a valid address for copies of nothing
   const double* src;     // the thread's pass-0 chunk of k-tile 0
@@ -69,21 +72,28 @@ struct TileLoader {
     else return row < rows_left ? std::max(0, std::min(2, k_left - 2 * chunk)) : 0;
   }
 
+  // Copies the chunk at `from` to `to`, of which the first `elems` (0 to 2) lie inside the matrix.
+  __device__ __forceinline__ void copy_chunk(double* to, const double* from, int elems) const {
+    if constexpr (kCopyBytes == 16) {
+      mma::cp_async<16>(to, elems > 0 ? from : origin, elems * 8);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) mma::cp_async<8>(to + e, elems > e ? from + e : origin, elems > e ? 8 : 0);
+    }
+  }
+
   __device__ __forceinline__ void load(double* s, int kt) const {
     const double* from = src + kt * k_step;
     if (kt < full_tiles && rows_left == BM) {  // every chunk whole: the copies of all tiles but edge ones
 #pragma unroll
       for (int pass = 0; pass < 4; ++pass)
-        mma::cp_async<16>(s + at + pass * kRowsPerPass * kRowLen<kMn>, from + pass * pass_step, 16);
+        copy_chunk(s + at + pass * kRowsPerPass * kRowLen<kMn>, from + pass * pass_step, 2);
       return;
     }
     const int k_left = int(std::min<int64_t>(k - int64_t(kt) * BK, BK));
 #pragma unroll
-    for (int pass = 0; pass < 4; ++pass) {
-      const int elems = elements(pass, k_left);
-      mma::cp_async<16>(s + at + pass * kRowsPerPass * kRowLen<kMn>, elems > 0 ? from + pass * pass_step : origin,
-                      elems * 8);
-    }
+    for (int pass = 0; pass < 4; ++pass)
+      copy_chunk(s + at + pass * kRowsPerPass * kRowLen<kMn>, from + pass * pass_step, elements(pass, k_left));
   }
 };
 
@@ -112,7 +122,7 @@ struct FragmentReads {
   }
 };
 
-template <bool kMnA, bool kMnB>
+template <bool kMnA, bool kMnB, int kCopyBytes>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<double> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
@@ -132,8 +142,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
   const FragmentReads<kMnB> reads_b(wn0, g, q);
 
   for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
-    const TileLoader<kMnA> load_a(p.a + bi * p.a_batch + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, p.k, tid);
-    const TileLoader<kMnB> load_b(p.b + bi * p.b_batch + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, p.k, tid);
+    const TileLoader<kMnA, kCopyBytes> load_a(p.a + bi * p.a_batch + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0,
+                                              p.k, tid);
+    const TileLoader<kMnB, kCopyBytes> load_b(p.b + bi * p.b_batch + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0,
+                                              p.k, tid);
     auto load_stage = [&](int kt) {
       double* s = smem + (kt % kStages) * 2 * kTileElems;
       load_a.load(s, kt);

@@ -21,8 +21,8 @@ void launch(const Params<typename Atom::Elem>& p);
 }  // namespace tiles::cuda::mma
 
 namespace tiles::cuda::dmma {
-// fp64 has a kernel of its own (bmm/dmma_kernel.cuh, mma_f64.cu), for 16-byte-aligned operands only.
-template <bool kMnA, bool kMnB>
+// fp64 has a kernel of its own (bmm/dmma_kernel.cuh, mma_f64.cu), copying 16 or 8 bytes at a time.
+template <bool kMnA, bool kMnB, int kCopyBytes>
 void launch(const mma::Params<double>& p);
 }  // namespace tiles::cuda::dmma
 
@@ -37,16 +37,17 @@ constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
   return three_pass && width == 8 && !a_mn_major;
 }
 
+// The kernels that are built: kernel_copy_width below never asks for another.
 template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
 void launch_kind(const Params<typename Atom::Elem>& q) {
   if constexpr (narrower_copies(std::is_same_v<Atom, Tf32x3>, kCopyBytes, kMnA)) {
-    launch<Atom, kMnA, kMnB, 4>(q);
+    TILES_CHECK(false, "tiles::bmm: the 3xTF32 mma.sync kernel with 8-byte copies of a K-major a is not built");
   } else if constexpr (!std::is_same_v<Atom, F64>) {
     launch<Atom, kMnA, kMnB, kCopyBytes>(q);
-  } else if constexpr (kCopyBytes == 16) {
-    dmma::launch<kMnA, kMnB>(q);
+  } else if constexpr (kCopyBytes >= 8) {
+    dmma::launch<kMnA, kMnB, kCopyBytes>(q);
   } else {
-    TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for float64 operands that are not 16-byte aligned");
+    TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for float64 operands that are not 8-byte aligned");
   }
 }
 
@@ -117,8 +118,8 @@ bool can_run(const BmmProblem& p, const char** why) {
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
   if (!la.ok) return refuse(why, "a has no unit-stride matrix dim");
   if (!lb.ok) return refuse(why, "b has no unit-stride matrix dim");
-  if (p.out.scalar_type() == at::kDouble && copy_width(la, lb) != 16)
-    return refuse(why, "float64 operands need 16-byte-aligned strides and base");
+  if (p.out.scalar_type() == at::kDouble && copy_width(la, lb) < 8)
+    return refuse(why, "float64 operands need 8-byte-aligned strides and base");
   return true;
 #endif
 }

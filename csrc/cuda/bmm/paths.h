@@ -9,7 +9,7 @@
 //            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
 //            matrix dim, either major order; strides or a base that are not 16-byte aligned are copied
 //            8 or 4 bytes at a time, or element by element through registers where even that does not
-//            divide them (16-bit operands; not for fp64) (bmm/mma.cu)
+//            divide them (16-bit operands) (bmm/mma.cu)
 //   thin     CUDA-core kernels for products that tensor-core tiles would mostly pad: K <= 16, or at most
 //            4 output columns or rows; any dtype, strides, GPU (bmm/thin.cu)
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)

@@ -26,11 +26,14 @@ constexpr int64_t kMaxBatchBlocks = 65535;  // gridDim.y; blocks loop over large
 // consecutive and stored as one vector; otherwise they are threads_n apart, so that each store
 // instruction still writes a warp's consecutive columns (partial vectors would leave sectors half
 // written). A b that is K-contiguous is staged in shared memory too, along k: read directly, a warp's
-// loads would touch a cache line per lane. A block is `threads_n` threads across (a power of two from
-// 32 to 256) and 256 / threads_n rows of threads down.
-constexpr int kMaxRowsPerThread = 32;
-template <int kK>
-constexpr int kColsOf = kK <= 8 ? 4 : 2;  // columns per thread: b's K x kCols values stay in registers
+// loads would touch a cache line per lane. A block is `threads_n` threads across (a power of two up to
+// 256: under 32 for a narrow output, so that a warp spans several rows rather than idle lanes) and
+// 256 / threads_n rows of threads down, each thread taking rows_per_thread rows, at most kMaxRows a block.
+constexpr int kMaxRowsPerThread = 32, kMaxRows = kWarps * kMaxRowsPerThread;
+// Columns per thread (b's K x kCols values stay in registers), at most 16 bytes of them: a wider
+// vector store is split into 16-byte halves, each leaving every sector it touches half written.
+template <class scalar_t, int kK>
+constexpr int kColsOf = std::min(kK <= 8 ? 4 : 2, int(16 / sizeof(scalar_t)));
 
 // Shared memory for a block: `rows` rows of a and `cols` columns of b, K values each, in the op-math type.
 template <class Acc, int kK>
@@ -50,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
 short_k_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
                const ShortK p) {
   using Acc = opmath_t<scalar_t>;
-  constexpr int kCols = kColsOf<kK>;
+  constexpr int kCols = kColsOf<scalar_t, kK>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int threads_n = p.threads_n, groups = kThreads / threads_n, group = threadIdx.x / threads_n;
   const int rows = groups * p.rows_per_thread, block_cols = threads_n * kCols;
@@ -113,21 +116,23 @@ short_k_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ a, const
 template <class scalar_t, int kK>
 void launch_short_k(const BmmProblem& problem) {
   using Acc = opmath_t<scalar_t>;
-  constexpr int kCols = kColsOf<kK>;
+  constexpr int kCols = kColsOf<scalar_t, kK>;
   constexpr auto kernel = short_k_kernel<scalar_t, kK>;
   ShortK p{problem.batch, problem.m, problem.n, int(problem.k), problem.a_strides[0], problem.a_strides[1],
            problem.a_strides[2], problem.b_strides[0], problem.b_strides[1], problem.b_strides[2]};
-  // threads across: the fewest thread-columns that cover n (the widest block among equals)
+  // threads across: the fewest thread-columns that cover n (the widest block among equals); under 32
+  // vectors, the power of two that covers them
   const int64_t vectors = (p.n + kCols - 1) / kCols;
   p.threads_n = 256;
   for (int t = 128; t >= 32; t /= 2)
     if ((vectors + t - 1) / t * t < (vectors + p.threads_n - 1) / p.threads_n * p.threads_n) p.threads_n = t;
+  while (p.threads_n > 1 && p.threads_n / 2 >= vectors) p.threads_n /= 2;
   p.tiles_n = (vectors + p.threads_n - 1) / p.threads_n;
   // rows per thread: 32 (a long run of stores per thread: measured fastest on large outputs), fewer
-  // where that would leave fewer than two blocks per SM
+  // where that would leave fewer than two blocks per SM, or stage more than kMaxRows rows of a
   const int64_t batch_blocks = std::min(p.batch, kMaxBatchBlocks), groups = kThreads / p.threads_n;
   auto row_tiles = [&](int per_thread) { return (p.m + groups * per_thread - 1) / (groups * per_thread); };
-  p.rows_per_thread = kMaxRowsPerThread;
+  p.rows_per_thread = int(std::min<int64_t>(kMaxRowsPerThread, kMaxRows / groups));
   while (p.rows_per_thread > 4 && row_tiles(p.rows_per_thread) * p.tiles_n * batch_blocks < 2 * sm_count())
     p.rows_per_thread /= 2;
   const int64_t tiles = row_tiles(p.rows_per_thread) * p.tiles_n;
@@ -137,7 +142,7 @@ void launch_short_k(const BmmProblem& problem) {
   p.vector_stores = p.n % kCols == 0 && aligned(out, sizeof(scalar_t) * kCols);
   p.stage_b = p.sbk == 1 && p.sbn != 1 && p.k > 1;
   const int smem = short_k_smem<Acc, kK>(int(groups) * p.rows_per_thread, p.stage_b ? p.threads_n * kCols : 0);
-  allow_dynamic_smem<kernel>(short_k_smem<Acc, kK>(kThreads / 32 * kMaxRowsPerThread, kThreads * kCols));
+  allow_dynamic_smem<kernel>(short_k_smem<Acc, kK>(kMaxRows, kThreads * kCols));
   const dim3 grid{unsigned(tiles), unsigned(batch_blocks)};
   kernel<<<grid, kThreads, smem, current_stream()>>>(out, problem.a.const_data_ptr<scalar_t>(),
                                                      problem.b.const_data_ptr<scalar_t>(), p);
