@@ -8,7 +8,7 @@ than L2, which the threads' own evict-first stores write instead of TMA's); floa
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
 base are not 16-byte aligned (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies divide them,
-else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 4
+else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 8
 output columns or rows) take the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless
 the Hopper kernel can. Few output
 tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
@@ -70,7 +70,7 @@ SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 # Products with K <= THIN_K or at most THIN_COLUMNS output columns or rows take the thin CUDA-core
 # kernels (bmm/thin.cu) unless the Hopper 16-bit kernel can take them.
-THIN_K, THIN_COLUMNS = 16, 4
+THIN_K, THIN_COLUMNS = 16, 8
 
 
 def thin_path(a, b):
@@ -475,7 +475,7 @@ def test_mma_copy_width_is_the_narrower_operands(dtype):
 
 @requires_cuda
 def test_choice_between_mma_and_split_k():
-    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 4 columns
+    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 8 columns
     # or rows: the thin kernel's split-K); many tiles to the mma kernel.
     mma_expected()
     few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 24), torch.float64, "cuda"))
@@ -714,12 +714,13 @@ def test_small_float32_products_take_the_general_kernel():
 # (batch, M, N, K): short K (1, at the limit, 0, output rows that take whole-vector stores: N a
 # multiple of the columns per thread, outputs narrower than a warp's columns: a warp spans rows); few columns
 # (N = 1: a matrix-vector product; N at the limit; one output element over a long K; just past the
-# short-K limit; rows past a whole number of 16-byte vectors) and few rows (M <= 4 < N), each over K
+# short-K limit; rows past a whole number of 16-byte vectors; 5 to 8 columns) and few rows (M <= 8 < N), each over K
 # long enough to be split over blocks or not.
 THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (2, 9, 300, 7),
                (1, 33, 520, 3), (2, 65, 256, 9), (5, 2565, 5, 16), (2, 1905, 10, 16), (3, 80, 7, 2),
                (5, 254, 1, 3985), (2, 633, 4, 944), (1, 92, 3, 1858), (1, 1, 1, 4097), (2, 130, 3, 17),
-               (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300)]
+               (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300), (2, 633, 8, 944), (4, 145, 5, 229),
+               (2, 7, 422, 122)]
 THIN_LAYOUTS = LAYOUTS + [("unaligned-row", "unaligned-col"), ("unaligned-col", "unaligned-row"),
                           ("sliced", "row"), ("row", "sliced")]
 

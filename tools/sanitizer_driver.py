@@ -73,12 +73,13 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous),
     # five output columns (blocks of few threads across);
     # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
-    # (a transposed: 16-byte loads with a row tail), few rows
+    # (a transposed: 16-byte loads with a row tail), few rows, 5 to 8 columns either way
     for (b, mm, k, n, a_t, w_t) in [(2, 33, 3, 520, False, False), (2, 37, 5, 130, True, False),
                                     (2, 40, 9, 70, False, True), (3, 700, 16, 5, False, True),
                                     (2, 300, 1024, 2, False, False),
                                     (5, 254, 3985, 1, False, False), (2, 1001, 512, 3, True, False),
-                                    (3, 2, 1194, 35, False, True)]:
+                                    (3, 2, 1194, 35, False, True), (2, 500, 700, 7, False, False),
+                                    (2, 1001, 512, 6, True, False)]:
         a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
         w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
         check(f"bmm thin {b}x{mm}x{k}x{n}", on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))

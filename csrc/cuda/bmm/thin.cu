@@ -1,6 +1,6 @@
 // CUDA bmm for thin products, whose tensor-core tiles (128 wide, 32 deep) would be mostly padding:
 //   short K      K <= 16: a few multiply-adds per output, the product bound by writing its output;
-//   few columns  N <= 4 or M <= 4 (a matrix-vector product, a classifier's few outputs): bound by
+//   few columns  N <= 8 or M <= 8 (a matrix-vector product, a classifier's few outputs): bound by
 //                reading the large operand once.
 // Both run on the CUDA cores in the op-math type, read any strides (batch broadcast through stride 0),
 // and map threads so that the loads of the large operand are coalesced in either major order.
@@ -15,7 +15,7 @@ namespace tiles::cuda::thin {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int64_t kMaxShortK = 16, kMaxColumns = 4;
+constexpr int64_t kMaxShortK = 16, kMaxColumns = 8;
 constexpr int64_t kMaxBatchBlocks = 65535;  // gridDim.y; blocks loop over larger batches
 
 // ---- short K -----------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ void launch_short_k(const BmmProblem& problem) {
 
 // ---- few columns -------------------------------------------------------------------------------
 // The product as out[b][r][j] = sum over k of A[b][r][k] * X[b][k][j]: A is the large operand (rows x K),
-// X the narrow one (K x cols, cols <= 4). With n <= 4 A is a and X is b; otherwise (m <= 4) A is b's
+// X the narrow one (K x cols, cols <= 8). With n <= 8 A is a and X is b; otherwise (m <= 8) A is b's
 // transpose and X a's, and the output is written transposed (through out_r / out_j).
 struct Narrow {
   int64_t batch, rows, cols, k;
@@ -210,6 +210,7 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
   using Acc = opmath_t<scalar_t>;
   constexpr int kStep = 32 * kVec, kSteps = kStepsPerChunk<kVec>, kChunk = kSteps * kStep;
   constexpr int kSkew = kVec == 1 ? kChunk : kVec;  // one element per lane: consecutive rows suit the banks
+  static_assert(kRowsPerWarp * kJ <= 32, "a lane stores each of the warp's sums");
   __shared__ __align__(16) Acc xs[kChunk + kChunk / kSkew][kJ];
   const int lane = threadIdx.x % 32;
   const int64_t r0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
@@ -268,14 +269,14 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
 // A's row stride is 1: each lane owns kVec consecutive rows of A (16-byte loads where aligned, else one
 // row) and the block's warps take interleaved k, so each warp load is 32 lanes' consecutive rows at one
 // k (coalesced) and X's row k is the same for the whole warp (a broadcast). The warps' sums meet in
-// shared memory and are added in warp order.
+// shared memory, four columns at a time (32 KiB), and are added in warp order.
 template <class scalar_t, class Out, int kJ, int kVec>
 __global__ void __launch_bounds__(kThreads)
 narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
                            const Narrow t) {
   using Acc = opmath_t<scalar_t>;
-  constexpr int kBlockRows = 32 * kVec;
-  __shared__ Acc sums[kWarps][kJ][kBlockRows];
+  constexpr int kBlockRows = 32 * kVec, kSumCols = std::min(kJ, 4);
+  __shared__ Acc sums[kWarps][kSumCols][kBlockRows];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = int64_t(blockIdx.x) * kBlockRows, r = r0 + lane * kVec;
   const int64_t k_begin = int64_t(blockIdx.z) * t.k_split, k_end = std::min(t.k, k_begin + t.k_split);
@@ -304,18 +305,21 @@ narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A
       }
     }
 #pragma unroll
-    for (int i = 0; i < kVec; ++i)
+    for (int j0 = 0; j0 < kJ; j0 += kSumCols) {
 #pragma unroll
-      for (int j = 0; j < kJ; ++j) sums[warp][j][lane * kVec + i] = acc[i][j];
-    __syncthreads();
-    for (int e = threadIdx.x; e < kJ * kBlockRows; e += kThreads) {
-      const int j = e / kBlockRows, row = e % kBlockRows;
-      Acc v = sums[0][j][row];
+      for (int i = 0; i < kVec; ++i)
 #pragma unroll
-      for (int w = 1; w < kWarps; ++w) v += sums[w][j][row];
-      if (r0 + row < t.rows && j < t.cols) out[bi * t.rows * t.cols + (r0 + row) * t.out_r + j * t.out_j] = Out(v);
+        for (int j = 0; j < kSumCols; ++j) sums[warp][j][lane * kVec + i] = acc[i][j0 + j];
+      __syncthreads();
+      for (int e = threadIdx.x; e < kSumCols * kBlockRows; e += kThreads) {
+        const int j = j0 + e / kBlockRows, row = e % kBlockRows;
+        Acc v = sums[0][j - j0][row];
+#pragma unroll
+        for (int w = 1; w < kWarps; ++w) v += sums[w][j - j0][row];
+        if (r0 + row < t.rows && j < t.cols) out[bi * t.rows * t.cols + (r0 + row) * t.out_r + j * t.out_j] = Out(v);
+      }
+      __syncthreads();  // sums is rewritten for the next columns or batch
     }
-    __syncthreads();  // sums is rewritten for the next batch
   }
 }
 
@@ -414,7 +418,8 @@ void bmm(const BmmProblem& p) {
     const Narrow t = narrow_of(p);
     if (t.cols == 1) return launch_narrow<scalar_t, 1>(p, t);
     if (t.cols == 2) return launch_narrow<scalar_t, 2>(p, t);
-    launch_narrow<scalar_t, 4>(p, t);
+    if (t.cols <= 4) return launch_narrow<scalar_t, 4>(p, t);
+    launch_narrow<scalar_t, 8>(p, t);
   });
 }
 
