@@ -103,7 +103,7 @@ def slow_grid_fp32_cases(below=0.95, max_multiply_adds=2 ** 31) -> List[Case]:
 
 
 def thin_cases() -> List[Case]:
-    """Either side of the thin kernels' limits (K <= 16; at most 8 output columns or rows): a short K
+    """Either side of the thin kernels' limits (K <= 16; at most 4 output columns or rows, 8 over K >= 64): a short K
     under a large output, few columns (and few rows) over a large operand, in bf16 and float32, each
     operand layout; then the thin shapes of the random grid (bmm_grid.py)."""
     cases = []

@@ -8,7 +8,7 @@ than L2, which the threads' own evict-first stores write instead of TMA's); floa
 (TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
 kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
 base are not 16-byte aligned (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies divide them,
-else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 8
+else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 4 (8 where K >= 64)
 output columns or rows) take the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless
 the Hopper kernel can. Few output
 tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
@@ -68,15 +68,17 @@ SMALL_FLOAT32_OUTPUTS = 2 ** 19
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
-# Products with K <= THIN_K or at most THIN_COLUMNS output columns or rows take the thin CUDA-core
-# kernels (bmm/thin.cu) unless the Hopper 16-bit kernel can take them.
-THIN_K, THIN_COLUMNS = 16, 8
+# Products with K <= THIN_K, or at most THIN_COLUMNS output columns or rows (WIDER_THIN_COLUMNS over a
+# K of at least WIDER_THIN_MIN_K), take the thin CUDA-core kernels (bmm/thin.cu) unless the Hopper 16-bit
+# kernel can take them.
+THIN_K, THIN_COLUMNS, WIDER_THIN_COLUMNS, WIDER_THIN_MIN_K = 16, 4, 8, 64
 
 
 def thin_path(a, b):
     """The thin kernel's path name for these operands' sizes, or None when they are not thin."""
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
-    return "thin short-k" if k <= THIN_K else "thin few-columns" if min(m, n) <= THIN_COLUMNS else None
+    few = min(m, n) <= (WIDER_THIN_COLUMNS if k >= WIDER_THIN_MIN_K else THIN_COLUMNS)
+    return "thin short-k" if k <= THIN_K else "thin few-columns" if few else None
 
 
 def small_float32(a, b):
@@ -475,7 +477,7 @@ def test_mma_copy_width_is_the_narrower_operands(dtype):
 
 @requires_cuda
 def test_choice_between_mma_and_split_k():
-    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 8 columns
+    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 4 columns
     # or rows: the thin kernel's split-K); many tiles to the mma kernel.
     mma_expected()
     few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 24), torch.float64, "cuda"))
@@ -617,6 +619,9 @@ def test_on_path_refuses_what_a_path_cannot_take():
         torch.ops.tiles._bmm_on_path(a, b, "hopper")
     with pytest.raises(RuntimeError, match="_bmm_on_path: the thin path cannot take these operands: K is over 16"):
         torch.ops.tiles._bmm_on_path(a, b, "thin")
+    five_columns = make_tensor((2, 300, 23), torch.float32, "cuda"), make_tensor((2, 23, 5), torch.float32, "cuda")
+    with pytest.raises(RuntimeError, match="the thin path cannot take these operands"):  # over 4 columns, K < 64
+        torch.ops.tiles._bmm_on_path(*five_columns, "thin")
     for bad in ("fast", "general-16"):
         with pytest.raises(RuntimeError, match="path must be"):
             torch.ops.tiles._bmm_on_path(a, b, bad)
@@ -720,7 +725,7 @@ THIN_SHAPES = [(3, 37, 130, 1), (2, 300, 523, 16), (1, 65, 33, 0), (2, 9, 300, 7
                (1, 33, 520, 3), (2, 65, 256, 9), (5, 2565, 5, 16), (2, 1905, 10, 16), (3, 80, 7, 2),
                (5, 254, 1, 3985), (2, 633, 4, 944), (1, 92, 3, 1858), (1, 1, 1, 4097), (2, 130, 3, 17),
                (3, 1001, 2, 2048), (3, 2, 35, 1194), (1, 4, 700, 300), (2, 633, 8, 944), (4, 145, 5, 229),
-               (2, 7, 422, 122)]
+               (2, 7, 422, 122), (1, 500, 8, 64)]
 THIN_LAYOUTS = LAYOUTS + [("unaligned-row", "unaligned-col"), ("unaligned-col", "unaligned-row"),
                           ("sliced", "row"), ("row", "sliced")]
 

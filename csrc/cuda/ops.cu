@@ -85,7 +85,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
     TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
   } else if (path == "thin") {
     TILES_CHECK(thin::suits(p), "tiles::_bmm_on_path: the thin path cannot take these operands: K is over 16 ",
-                "and M and N over 4");
+                "and M and N over 4 (over 8 where K is at least 64)");
   } else {
     TILES_CHECK(path == "general" || path == "general-32" || path == "general-64",
                 "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'thin', 'general', 'general-32' or 'general-64', got '",

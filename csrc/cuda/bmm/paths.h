@@ -11,7 +11,7 @@
 //            8 or 4 bytes at a time, or element by element through registers where even that does not
 //            divide them (16-bit operands) (bmm/mma.cu)
 //   thin     CUDA-core kernels for products that tensor-core tiles would mostly pad: K <= 16, or at most
-//            8 output columns or rows; any dtype, strides, GPU (bmm/thin.cu)
+//            4 output columns or rows (8 over a K of 64 or more); any dtype, strides, GPU (bmm/thin.cu)
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
@@ -43,7 +43,7 @@ void bmm(const BmmProblem& p, int tile = 0);
 }
 
 namespace thin {
-// Whether `p` is thin: K <= 16 (short K), or at most 8 output columns or rows (few columns).
+// Whether `p` is thin: K <= 16 (short K), or at most 4 output columns or rows, 8 where K >= 64 (few columns).
 bool suits(const BmmProblem& p);
 bool short_k(const BmmProblem& p);
 void bmm(const BmmProblem& p);
