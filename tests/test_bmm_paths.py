@@ -4,16 +4,17 @@
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
 multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
-than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which one is K-major take the Hopper TF32 kernel
-(TF32 or 3xTF32 by the float32 matmul precision). Other float32 layouts and float64 take the mma.sync
-kernel (DMMA for float64) on sm_80 and newer, and so do bf16 / fp16 / fp32 operands whose strides or
-base are not 16-byte aligned (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies divide them,
-else ``mma-sync <kind> unaligned``: loaded element by element). Thin products (K <= 16, or at most 4 (8 where K >= 64)
-output columns or rows) take the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless
-the Hopper kernel can. Few output
-tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest" precision,
-and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)`` runs one named path, so each is tested
-on every dtype it can take (the mma.sync kernel on bf16 / fp16 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
+than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which
+one is K-major take the Hopper TF32 kernel (TF32 or 3xTF32 by the float32 matmul precision). Other
+float32 layouts and float64 take the mma.sync kernel (DMMA for float64) on sm_80 and newer, and so do
+operands of every dtype whose strides or base are not 16-byte aligned (``mma-sync <kind> unaligned
+8-byte`` / ``4-byte`` where such copies divide them, else ``mma-sync <kind> unaligned``: 16-bit elements
+loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
+the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can. Few
+output tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest"
+precision, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
+runs one named path, so each is tested on every dtype it can take (the mma.sync kernel on bf16 / fp16
+too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
 import pytest
