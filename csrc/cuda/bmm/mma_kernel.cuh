@@ -5,10 +5,10 @@
 // a ring of kStages shared-memory buffers filled by cp.async (zero-filled past the matrix edges), so
 // the loads of the next tiles overlap the multiplies of this one; one barrier per k-tile. The copies
 // are kCopyBytes wide: 16 where both operands' bases and strides allow, else 8 or 4 (a K or N that is
-// not a multiple of 8, a sliced view). 16-bit operands with an odd stride or base (kCopyBytes = 2) are
-// loaded element by element: each thread loads its share of the next tile into registers before the
-// multiplies of this one and stores it to shared memory after them, so those loads' latency still
-// hides behind the tensor cores (TileCopy).
+// not a multiple of 8, a sliced view). 16-bit operands with an odd stride or base (kCopyBytes = 2) go
+// through registers: each thread loads the aligned 16-byte blocks around its chunks of the next tile
+// before the multiplies of this one, and shifts them into place and stores them after, so those loads'
+// latency still hides behind the tensor cores (TileCopy).
 // Tiles keep each operand's own major order (kMnA: a is M-contiguous, i.e. a.transpose(1, 2);
 // kMnB: b is N-contiguous, i.e. row-major), so no operand is ever copied or transposed; the atom's
 // fragment loads read either order (16-bit atoms with ldmatrix, transposing where the tile is
@@ -153,20 +153,29 @@ struct TileCopy {
   __device__ __forceinline__ void finish(Elem*) const {}
 };
 
-// Narrower than 4 bytes: begin() loads this thread's elements into registers, finish() stores them.
+// Narrower than 4 bytes (16-bit operands with an odd stride or base): realigning register loads. Each
+// thread takes 16-byte chunks of the tile (a row's elements [inner, inner + 8) along the operand's
+// contiguous dim); begin() loads the one or two aligned 16-byte blocks of global memory that hold a
+// chunk, finish() shifts the chunk's elements out of them (funnel shifts by the base's skew), zeroes
+// those past the matrix edges and stores it with one 16-byte st.shared. Element-by-element loads took
+// eight 2-byte loads and stores per chunk and ran at 50-66 TFLOP/s (NOTES.md, mma.sync). A block is
+// loaded only when it holds an element of the matrix, so no read leaves the operand's own 16-byte
+// blocks (and pages). The loads go out before the multiplies of the current tile, the stores after.
 template <class TileT, int kThreads, int kCopyBytes>
 struct TileCopy<TileT, kThreads, kCopyBytes, false> {
   using Elem = typename TileT::Elem;
   static constexpr bool kMn = TileT::kMn;
-  static constexpr int kElems = TileT::kOuter * TileT::kInner;
-  static constexpr int kPerThread = (kElems + kThreads - 1) / kThreads;
-  Elem v[kPerThread];
+  static constexpr int kChunk = 16 / int(sizeof(Elem));  // elements per chunk
+  static constexpr int kChunksPerRow = TileT::kInner / kChunk;
+  static constexpr int kPerThread = TileT::kOuter * kChunksPerRow / kThreads;
+  static_assert(TileT::kInner % kChunk == 0 && TileT::kOuter * kChunksPerRow % kThreads == 0,
+                "whole chunks, the same number per thread");
+  uint4 lo[kPerThread], hi[kPerThread];  // the aligned blocks at and after each chunk's first element
+  int skew_valid[kPerThread];            // bytes from lo's start to the chunk's, | elements inside << 8
 
   __device__ __forceinline__ TileCopy(const Elem*, int64_t, int64_t, int64_t) {}
 
-  // Element i of the tile is (outer, inner) = (i / kInner, i % kInner): a warp reads consecutive
-  // addresses along the operand's contiguous dim. Elements past the matrix edges are zero. The
-  // operand comes with every call (`g`: its matrix, r0: the tile's first row, from the kernel's
+  // The operand comes with every call (`g`: its matrix, r0: the tile's first row, from the kernel's
   // parameters), not held: members cost this register-bound path spills.
   __device__ __forceinline__ void begin(Elem*, int kt, const Elem* g, int64_t ld, int64_t r0, int64_t r_left,
                                         int64_t k) {
@@ -175,17 +184,39 @@ struct TileCopy<TileT, kThreads, kCopyBytes, false> {
     const Elem* origin = g + (kMn ? k0 : r0) * ld + (kMn ? r0 : k0);
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int i = j * kThreads + int(threadIdx.x);
-      const int outer = i / TileT::kInner, inner = i % TileT::kInner;
-      const bool inside = (kElems % kThreads == 0 || i < kElems) && outer < outer_left && inner < inner_left;
-      v[j] = inside ? origin[outer * ld + inner] : Elem(0);
+      const int id = j * kThreads + int(threadIdx.x);
+      const int outer = id / kChunksPerRow, inner = id % kChunksPerRow * kChunk;
+      const int valid = outer < outer_left ? int(std::max<int64_t>(0, std::min<int64_t>(kChunk, inner_left - inner))) : 0;
+      const uintptr_t at = reinterpret_cast<uintptr_t>(origin + outer * ld + inner);
+      const int skew = int(at % 16);
+      const uint4* block = reinterpret_cast<const uint4*>(at - skew);
+      lo[j] = valid > 0 ? __ldg(block) : make_uint4(0, 0, 0, 0);
+      hi[j] = skew + valid * int(sizeof(Elem)) > 16 ? __ldg(block + 1) : make_uint4(0, 0, 0, 0);
+      skew_valid[j] = skew | valid << 8;
     }
   }
+
   __device__ __forceinline__ void finish(Elem* s) const {
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int i = j * kThreads + int(threadIdx.x);
-      if (kElems % kThreads == 0 || i < kElems) s[i / TileT::kInner * TileT::kLd + i % TileT::kInner] = v[j];
+      const int id = j * kThreads + int(threadIdx.x);
+      const int outer = id / kChunksPerRow, inner = id % kChunksPerRow * kChunk;
+      const int skew = skew_valid[j] & 0xff, valid = skew_valid[j] >> 8;
+      const uint32_t w[8] = {lo[j].x, lo[j].y, lo[j].z, lo[j].w, hi[j].x, hi[j].y, hi[j].z, hi[j].w};
+      // Words skew / 4 on, in two selects (by 2 words, then by 1), then the bytes skew % 4 on.
+      uint32_t u[6], v[5], out[4];
+#pragma unroll
+      for (int i = 0; i < 6; ++i) u[i] = skew & 8 ? w[i + 2] : w[i];
+#pragma unroll
+      for (int i = 0; i < 5; ++i) v[i] = skew & 4 ? u[i + 1] : u[i];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        // The word's bits that hold elements inside the matrix; the others are zeroed.
+        const int inside = 8 * (valid * int(sizeof(Elem)) - 4 * t);
+        const uint32_t keep = inside >= 32 ? 0xffffffffu : inside <= 0 ? 0u : (1u << inside) - 1;
+        out[t] = __funnelshift_r(v[t], v[t + 1], 8 * (skew % 4)) & keep;
+      }
+      *reinterpret_cast<uint4*>(s + outer * TileT::kLd + inner) = make_uint4(out[0], out[1], out[2], out[3]);
     }
   }
 };
