@@ -56,8 +56,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
         check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
     # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 8 bytes (float32
-    # 98, float64) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads element by element
-    # (16-bit 17 and 99), 98 and 99 over more k-tiles than its stage ring; the last: split-K
+    # 98, float64) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads through registers and
+    # realigns (16-bit 17 and 99), 98 and 99 over more k-tiles than its stage ring; the last: split-K
     for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
                           (1, 64, 300, 10)]:
         a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
@@ -142,10 +142,11 @@ for precision in (("high", "highest") if dev == "cuda" else ()):
     torch.set_float32_matmul_precision(old_precision)
 
 # The mma.sync kernel's copy widths on products too large for the general kernel: rows of 8-byte (K =
-# 98 float32, 100 bf16; M = 302 float32 for an M-major a) and 4-byte (K = 99 float32, 98 bf16) multiples;
-# 3xTF32 ("highest") copies 8 bytes only with an M-major a.
+# 98 float32, 100 bf16; M = 302 float32 for an M-major a) and 4-byte (K = 99 float32, 98 bf16) multiples,
+# and 2-byte ones (K = 99 bf16: realigning register loads); 3xTF32 ("highest") copies 8 bytes only with
+# an M-major a.
 for dtype, precision, ks, tol in [(torch.float32, "high", (98, 99), 1e-2), (torch.float32, "highest", (98,), 1e-4),
-                                  (torch.bfloat16, "high", (100, 98), 3e-2)]:
+                                  (torch.bfloat16, "high", (100, 98, 99), 3e-2)]:
     old_precision = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     for k in (ks if dev == "cuda" else ()):
