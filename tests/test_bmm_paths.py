@@ -462,10 +462,28 @@ def test_mma_path_8_byte_copies(kind, shape, layouts):
     check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte", SPLIT_K))
 
 
+# Few 64 x 64 output tiles over a long K, which the DMMA kernel splits into slices of K (bmm/mma.cu,
+# f64_k_splits): up to 8 slices, the last one partial (K = 2001), over 8-byte copies (odd K) too.
+F64_SPLIT_SHAPES = [(1, 200, 300, 8192), (3, 70, 130, 2001), (2, 64, 64, 512)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", F64_SPLIT_SHAPES, ids=["x".join(map(str, s)) for s in F64_SPLIT_SHAPES])
+def test_mma_f64_split_k(shape, layouts):
+    mma_expected()
+    batch, m, n, k = shape
+    a = mma_operand(layouts[0], batch, m, k, torch.float64)
+    b = mma_operand(layouts[1], batch, k, n, torch.float64)
+    check_mma_kind((torch.float64, "highest"), a, b)
+    x, y = unaligned_operand(layouts[0], batch, m, k, torch.float64), unaligned_operand("row", batch, k, n, torch.float64)
+    check_mma_kind((torch.float64, "highest"), x, y)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_mma_copy_width_is_the_narrower_operands(dtype):
-    # one aligned operand and one 4-byte-aligned one copy 4 bytes; a 2-byte-aligned one, element-wise
+    # one aligned operand and one 4-byte-aligned one copy 4 bytes; a 2-byte-aligned one, through registers
     mma_expected()
     name = MMA_KINDS[(dtype, "highest")][0]
     a = make_tensor((2, 150, 96), dtype, "cuda")
@@ -479,11 +497,16 @@ def test_mma_copy_width_is_the_narrower_operands(dtype):
 @requires_cuda
 def test_choice_between_mma_and_split_k():
     # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 4 columns
-    # or rows: the thin kernel's split-K); many tiles to the mma kernel.
+    # or rows: the thin kernel's split-K) or float64 (the DMMA kernel's own split-K); many tiles to the
+    # mma kernel.
     mma_expected()
-    few = (make_tensor((1, 92, 1858), torch.float64, "cuda"), make_tensor((1, 1858, 24), torch.float64, "cuda"))
+    few = (make_tensor((1, 92, 1858), torch.bfloat16, "cuda"), make_tensor((1, 1858, 24), torch.bfloat16, "cuda"))
     assert torch.ops.tiles._bmm_path(*few) == SPLIT_K
     assert_bmm_close(poisoned_bmm(*few), *few)
+    # float64 takes the DMMA kernel there, which splits K itself
+    few64 = tuple(t.double() for t in few)
+    assert torch.ops.tiles._bmm_path(*few64) == "mma-sync f64"
+    assert_bmm_close(poisoned_bmm(*few64), *few64)
     dtype = torch.bfloat16
     vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
     head = (make_tensor((1, 512, 96), dtype, "cuda"), make_tensor((1, 96, 2003), dtype, "cuda"))  # odd N

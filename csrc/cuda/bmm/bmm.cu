@@ -41,7 +41,8 @@ Path choose_path(const BmmProblem& p, const char** why) {
   }
   if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
   if (mma::can_run(p, why)) {
-    if (!few_tiles_long_k(p)) return Path::mma;
+    // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
+    if (!few_tiles_long_k(p) || p.out.scalar_type() == at::kDouble) return Path::mma;
     if (why) *why = "few output tiles over a long K (split-K)";
   }
   return Path::general;

@@ -136,16 +136,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
 
   const mma::TileOrigin origin = mma::grouped_tile_origin(blockIdx.x, p.tiles_m, p.tiles_n, BM, BN);
   const int64_t m0 = origin.m0, n0 = origin.n0;
-  const int k_tiles = int((p.k + BK - 1) / BK);
 
   const FragmentReads<kMnA> reads_a(wm0, g, q);
   const FragmentReads<kMnB> reads_b(wn0, g, q);
 
-  for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
-    const TileLoader<kMnA, kCopyBytes> load_a(p.a + bi * p.a_batch + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0,
-                                              p.k, tid);
-    const TileLoader<kMnB, kCopyBytes> load_b(p.b + bi * p.b_batch + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0,
-                                              p.k, tid);
+  // z = split * batch + bi: output matrix z of c, from K's slice [k0, k0 + k_split) of batch entry bi.
+  for (int64_t z = blockIdx.y; z < p.batch * p.splits; z += gridDim.y) {
+    const int64_t bi = z % p.batch, k0 = z / p.batch * p.k_split, k = std::min(p.k - k0, p.k_split);
+    const int k_tiles = int((k + BK - 1) / BK);
+    const TileLoader<kMnA, kCopyBytes> load_a(
+        p.a + bi * p.a_batch + (kMnA ? m0 + k0 * p.a_ld : m0 * p.a_ld + k0), p.a_ld, p.m - m0, k, tid);
+    const TileLoader<kMnB, kCopyBytes> load_b(
+        p.b + bi * p.b_batch + (kMnB ? n0 + k0 * p.b_ld : n0 * p.b_ld + k0), p.b_ld, p.n - n0, k, tid);
     auto load_stage = [&](int kt) {
       double* s = smem + (kt % kStages) * 2 * kTileElems;
       load_a.load(s, kt);
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
 
     // Lane's outputs (M16N8Accumulator): tile (i, j)'s accumulators 2h and 2h + 1 are the neighbours
     // at row 16 i + g + 8 h, column 8 j + 2 q of the warp tile: one 16-byte store when aligned.
-    double* c = static_cast<double*>(p.c) + bi * p.m * p.n;
+    double* c = static_cast<double*>(p.c) + z * p.m * p.n;
     const bool pairs = p.n % 2 == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 #pragma unroll
     for (int i = 0; i < 2; ++i)

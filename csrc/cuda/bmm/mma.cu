@@ -8,9 +8,11 @@
 #include <ATen/Context.h>
 
 #include "binding/format.h"
+#include "cuda/bmm/dmma_kernel.cuh"  // its tile shape (split-K)
 #include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
 #include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
+#include "cuda/bmm/split_k.cuh"
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::mma {
@@ -70,6 +72,56 @@ int kernel_copy_width(const BmmProblem& p, const MatrixLayout& a, const MatrixLa
   return narrower_copies(three_pass, width, a.mn_major) ? 4 : width;
 }
 
+// fp64 split-K: how many slices of K the DMMA kernel walks as output matrices of their own. Few output
+// tiles over a long K (768 x 2304 x 8192: 432 tiles of 64 x 64 on 132 SMs of three blocks each) leave
+// a tail of lone blocks that runs a third as many tiles in about half the time of a full wave. Each
+// count is costed in H100 microseconds per k-tile (16 deep) on the busiest SM, whose blocks run three
+// at a time: 1.08 us for three, 0.80 for two, 0.49 for one alone (fitted to 2048 x 1024 x 4096 and
+// 768 x 2304 x 8192), plus the partials' round trip through memory and the summing launch; a split
+// must save a tenth, since the model's tail estimate is rough. Few tiles over a long K take this rather
+// than the general kernel's split-K (bmm/bmm.cu): 5 x 254 x 9 x 3985 88 -> 40 us, 1 x 200 x 300 x 8192
+// 165 -> 61 (NOTES.md, fp64).
+int f64_k_splits(int64_t tiles, int64_t k_tiles, int64_t outputs, int sms) {
+  constexpr int kMaxSplits = 16, kBlocksPerSm = 3;
+  constexpr int64_t kMinKTiles = 8, kMaxPartials = int64_t(1) << 24;
+  constexpr double kRoundUs[kBlocksPerSm + 1] = {0, 0.49, 0.80, 1.08};
+  constexpr double kBytesPerUs = 2.5e6, kSumUs = 4, kMinGain = 0.9;
+  auto cost = [&](int64_t slices, int64_t per) {
+    const int64_t blocks = (tiles * slices + sms - 1) / sms;  // on the busiest SM
+    double us = double(per) * (double(blocks / kBlocksPerSm) * kRoundUs[kBlocksPerSm] + kRoundUs[blocks % kBlocksPerSm]);
+    if (slices > 1) us += double(slices * outputs) * 16 / kBytesPerUs + kSumUs;  // 8 bytes out, 8 back
+    return us;
+  };
+  const double whole = cost(1, k_tiles);
+  int best = 1;
+  double best_us = whole;
+  for (int splits = 2; splits <= kMaxSplits; ++splits) {
+    const int64_t per = (k_tiles + splits - 1) / splits;
+    if (per < kMinKTiles) break;
+    const int64_t used = (k_tiles + per - 1) / per;
+    if (used * outputs > kMaxPartials) break;
+    const double us = cost(used, per);
+    if (us < best_us) best = int(used), best_us = us;
+  }
+  return best_us < kMinGain * whole ? best : 1;
+}
+
+template <class Atom>
+void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, const MatrixLayout& la,
+                  const MatrixLayout& lb) {
+  using Elem = typename Atom::Elem;
+  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
+  switch (kernel_copy_width(p, la, lb)) {
+    case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
+    case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major);
+    case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
+    default:
+      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major);
+      TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),
+                  "-byte aligned");
+  }
+}
+
 template <class Atom>
 void run(const BmmProblem& p) {
   using Elem = typename Atom::Elem;
@@ -81,16 +133,22 @@ void run(const BmmProblem& p) {
   q.batch = p.batch, q.m = p.m, q.n = p.n, q.k = p.k;
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
-  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
-  switch (kernel_copy_width(p, la, lb)) {
-    case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
-    case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major);
-    case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
-    default:
-      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major);
-      TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),
-                  "-byte aligned");
+  q.k_split = p.k;
+  at::Tensor partials;  // with split-K: the slices' outputs, summed into p.out after the kernel
+  if constexpr (std::is_same_v<Atom, F64>) if (p.k > 0) {
+    constexpr int64_t kTile = dmma::BM, kDepth = dmma::BK;
+    const int64_t tiles = (p.m + kTile - 1) / kTile * ((p.n + kTile - 1) / kTile) * p.batch;
+    const int64_t k_tiles = (p.k + kDepth - 1) / kDepth, outputs = p.batch * p.m * p.n;
+    const int splits = f64_k_splits(tiles, k_tiles, outputs, sm_count());
+    if (splits > 1) {
+      q.k_split = (k_tiles + splits - 1) / splits * kDepth;
+      q.splits = int((p.k + q.k_split - 1) / q.k_split);
+      partials = at::empty({q.splits * p.batch, p.m, p.n}, p.out.options());
+      q.c = partials.data_ptr();
+    }
   }
+  launch_width<Atom>(q, p, la, lb);
+  if (partials.defined()) sum_splits<double, double>(p.out.data_ptr<double>(), partials, p.batch * p.m * p.n, q.splits);
 }
 
 }  // namespace

@@ -33,6 +33,10 @@ struct Params {
   int64_t a_batch, a_ld;      // a's batch stride (0: broadcast) and the stride of its non-unit dim
   int64_t b_batch, b_ld;
   int tiles_m, tiles_n;
+  // Split-K (the fp64 kernel only): slices of k_split of K, each written to its own output matrices
+  // c[split][batch][m][n] and summed afterwards.
+  int splits = 1;
+  int64_t k_split = 0;
 };
 
 // kMinBlocks: blocks per multiprocessor the register allocation must allow (__launch_bounds__).

@@ -20,14 +20,14 @@ template <>
 struct ConfigFor<Tf32x3> { using type = Config<128, 64, 32, 32, 32, 3>; };
 
 // The launch of the one-tile-per-block kernels (this one and the fp64 one, bmm/dmma_kernel.cuh): a
-// block per BM x BN output tile along x (bmm/tile_order.cuh's order), batches along y, walked with a
-// stride of gridDim.y beyond 65535.
+// block per BM x BN output tile along x (bmm/tile_order.cuh's order), batches (times K's slices) along
+// y, walked with a stride of gridDim.y beyond 65535.
 template <auto kKernel, int BM, int BN, class Elem>
 void launch_tile_grid(Params<Elem> q, int threads, int smem_bytes) {
   allow_dynamic_smem<kKernel>(smem_bytes);
   q.tiles_m = int((q.m + BM - 1) / BM);
   q.tiles_n = int((q.n + BN - 1) / BN);
-  const dim3 grid(unsigned(int64_t(q.tiles_m) * q.tiles_n), unsigned(std::min<int64_t>(q.batch, 65535)));
+  const dim3 grid(unsigned(int64_t(q.tiles_m) * q.tiles_n), unsigned(std::min<int64_t>(q.batch * q.splits, 65535)));
   kKernel<<<grid, threads, smem_bytes, current_stream()>>>(q);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
