@@ -6,17 +6,22 @@
 #include <vector>
 
 #include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include "binding/format.h"
 #include "tiles/strided.h"
 
 namespace tiles {
 
+// Sizes, strides or a permutation of a tensor's dims, held inline for up to 8 dims: a call's index
+// math makes several of these, and heap vectors cost tiny calls a fifth of their time (NOTES.md).
+using Dims = c10::SmallVector<int64_t, 8>;
+
 // The strides (in elements) with which `tensor_sizes`/`tensor_strides` is read when broadcast to
 // `shape` (right-aligned; missing and size-1 dims get stride 0). Outermost first, like PyTorch.
-inline std::vector<int64_t> broadcast_strides(c10::IntArrayRef shape, c10::IntArrayRef tensor_sizes,
-                                              c10::IntArrayRef tensor_strides) {
-  std::vector<int64_t> out(shape.size(), 0);
+inline Dims broadcast_strides(c10::IntArrayRef shape, c10::IntArrayRef tensor_sizes,
+                               c10::IntArrayRef tensor_strides) {
+  Dims out(shape.size(), 0);
   const size_t lead = shape.size() - tensor_sizes.size();
   for (size_t d = 0; d < tensor_sizes.size(); ++d)
     out[lead + d] = tensor_sizes[d] == 1 ? 0 : tensor_strides[d];
@@ -28,10 +33,10 @@ inline std::vector<int64_t> broadcast_strides(c10::IntArrayRef shape, c10::IntAr
 // dims is merged when every operand steps over the inner one exactly into the outer one.
 template <int NARGS>
 StridedIndexer<NARGS> make_indexer(const char* op, c10::IntArrayRef shape,
-                                   const std::array<std::vector<int64_t>, NARGS>& strides) {
+                                   const std::array<Dims, NARGS>& strides) {
   StridedIndexer<NARGS> ix;
-  std::vector<int64_t> sizes;
-  std::array<std::vector<int64_t>, NARGS> st;
+  Dims sizes;
+  std::array<Dims, NARGS> st;
   for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {  // innermost first
     if (shape[d] == 1) continue;
     bool merge = !sizes.empty();

@@ -35,9 +35,9 @@ void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b)
               a.device(), " and ", b.device());
 }
 
-std::vector<int64_t> broadcast_shape(const char* op, const at::Tensor& a, const at::Tensor& b) {
+Dims broadcast_shape(const char* op, const at::Tensor& a, const at::Tensor& b) {
   const int64_t nd = std::max(a.dim(), b.dim());
-  std::vector<int64_t> shape(nd);
+  Dims shape(nd);
   for (int64_t i = 1; i <= nd; ++i) {  // right-aligned
     const int64_t sa = i <= a.dim() ? a.size(-i) : 1;
     const int64_t sb = i <= b.dim() ? b.size(-i) : 1;
@@ -50,15 +50,15 @@ std::vector<int64_t> broadcast_shape(const char* op, const at::Tensor& a, const 
 
 // The dims of a dense output ordered by stride, outermost first (stable, so ties keep their order;
 // only size-1 and empty dims can tie, and those are dropped by make_indexer or never run).
-std::vector<int64_t> memory_order(c10::IntArrayRef strides) {
-  std::vector<int64_t> perm(strides.size());
+Dims memory_order(c10::IntArrayRef strides) {
+  Dims perm(strides.size());
   for (size_t d = 0; d < perm.size(); ++d) perm[d] = int64_t(d);
   std::stable_sort(perm.begin(), perm.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
   return perm;
 }
 
-std::vector<int64_t> permuted(c10::IntArrayRef v, const std::vector<int64_t>& perm) {
-  std::vector<int64_t> out(perm.size());
+Dims permuted(c10::IntArrayRef v, c10::IntArrayRef perm) {
+  Dims out(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) out[d] = v[perm[d]];
   return out;
 }
@@ -153,7 +153,7 @@ ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef d
   const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
   const int64_t nd = x.dim();
 
-  std::vector<int64_t> out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;
+  Dims out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;
   for (int64_t d = 0; d < nd; ++d) {
     if (reduced[d]) {
       TILES_CHECK(x.size(d) != 0 || (f != ReduceFn::Max && f != ReduceFn::Min), op, ": fn '", fn,
