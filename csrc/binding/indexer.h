@@ -3,7 +3,6 @@
 #pragma once
 
 #include <array>
-#include <vector>
 
 #include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
