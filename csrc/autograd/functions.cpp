@@ -127,7 +127,7 @@ at::Tensor reduce_recorded(const at::Tensor& x, at::OptionalIntArrayRef dim, c10
   }
   auto node = make_node<ReduceBackward>();
   node->fn = f;
-  const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
+  const DimMask reduced = reduced_dims(x.dim(), dim);
   for (int64_t d = 0; d < x.dim(); ++d)
     if (reduced[d]) node->dims.push_back(d);
   node->keepdim = keepdim;

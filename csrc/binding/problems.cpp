@@ -125,13 +125,13 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
   return {out, a, b, f, in, out.numel(), same};
 }
 
-std::vector<bool> reduced_dims(int64_t nd, at::OptionalIntArrayRef dim) {
+DimMask reduced_dims(int64_t nd, at::OptionalIntArrayRef dim) {
   constexpr const char* op = "tiles::reduce";
   // None and [] both mean all dims, as in PyTorch.
-  std::vector<bool> reduced(nd, !dim.has_value() || dim->empty());
+  DimMask reduced(nd, !dim.has_value() || dim->empty());
   if (dim.has_value()) {
     const int64_t lo = nd == 0 ? -1 : -nd, hi = nd == 0 ? 0 : nd - 1;
-    std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
+    DimMask seen(std::max<int64_t>(nd, 1), false);
     for (int64_t d : *dim) {
       TILES_CHECK(d >= lo && d <= hi, op, ": dim ", d, " is out of range for argument 'x' with ", nd,
                   " dimensions (expected a dim in [", lo, ", ", hi, "])");
@@ -150,7 +150,7 @@ ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef d
   const ReduceFn f = parse_fn<ReduceFn>(op, fn, kReduceFnNames);
   check_float(op, "x", x);
 
-  const std::vector<bool> reduced = reduced_dims(x.dim(), dim);
+  const DimMask reduced = reduced_dims(x.dim(), dim);
   const int64_t nd = x.dim();
 
   Dims out_shape, outer_sizes, outer_strides, inner_sizes, inner_strides;

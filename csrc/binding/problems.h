@@ -12,9 +12,9 @@
 
 #include <optional>
 #include <string_view>
-#include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include "binding/format.h"
 #include "tiles/functions.h"
@@ -78,7 +78,9 @@ struct BmmProblem {
 MapProblem make_map_problem(const at::Tensor& x, std::string_view fn);
 ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::string_view fn);
 // reduce's dim argument over an input of nd dims, checked: reduced[d] for each dim d it reduces.
-std::vector<bool> reduced_dims(int64_t nd, at::OptionalIntArrayRef dim);
+// Inline storage for up to 8 dims, so a call allocates nothing for it.
+using DimMask = c10::SmallVector<bool, 8>;
+DimMask reduced_dims(int64_t nd, at::OptionalIntArrayRef dim);
 ReduceProblem make_reduce_problem(const at::Tensor& x, at::OptionalIntArrayRef dim,
                                   std::string_view fn, bool keepdim);
 BmmProblem make_bmm_problem(const at::Tensor& a, const at::Tensor& b);

@@ -23,6 +23,13 @@ typedef uint16_t vh __attribute__((vector_size(kBytes / 2)));  // one 16-bit val
 typedef float vfh __attribute__((vector_size(kBytes / 2)));    // one float per double lane
 typedef uint16_t vhq __attribute__((vector_size(kBytes / 4)));  // one 16-bit value per double lane
 typedef uint32_t vuh __attribute__((vector_size(kBytes / 2)));
+// The same shapes at B bytes, for loops that run narrower than the set's width.
+template <int B> struct Vec {
+  typedef float f __attribute__((vector_size(B)));
+  typedef double d __attribute__((vector_size(B)));
+  typedef uint32_t u __attribute__((vector_size(B)));
+  typedef uint16_t h __attribute__((vector_size(B / 2)));  // one 16-bit value per float lane
+};
 
 template <class T> struct VecOf;
 template <> struct VecOf<float> { using type = vf; using mask = vi; };
@@ -45,9 +52,68 @@ inline uint16_t bf16_bits(float f) {  // c10::BFloat16's round to nearest even, 
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// Lane-wise widening conversions (float -> double, uint16 -> uint32). GCC 12 lowers a 512-bit one as
+// two 256-bit conversions and an insert, a large part of a bf16 loop; AVX-512's one instruction is
+// written out.
+template <class To, class From> inline To widen(From v) {
+#if TILES_VEC_BYTES == 64
+  // (The maskz forms with every lane set are the same instructions; the plain ones' undefined
+  // pass-through trips GCC 12's -Wmaybe-uninitialized.)
+  if constexpr (sizeof(To) == 64 && std::is_same_v<elem_t<To>, double>) return (To)_mm512_maskz_cvtps_pd(0xff, (__m256)v);
+  if constexpr (sizeof(To) == 64 && std::is_same_v<elem_t<To>, uint32_t>)
+    return (To)_mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)v);
+#endif
+  return __builtin_convertvector(v, To);
+}
+// uint32 -> uint16 lanes (values below 2^16), in one instruction on AVX-512 too.
+inline vh narrow(vu v) {
+#if TILES_VEC_BYTES == 64
+  return (vh)_mm512_maskz_cvtepi32_epi16(0xffff, (__m512i)v);
+#endif
+  return __builtin_convertvector(v, vh);
+}
+
+// The low and high halves of v's lanes, by register shuffles where the compiler has
+// __builtin_shufflevector (a copy through memory can keep a loop's accumulators there too).
+template <class V, size_t... I> inline auto halves_(V v, std::index_sequence<I...>) {
+#if defined(__clang__) || __GNUC__ >= 12
+  return std::pair{__builtin_shufflevector(v, v, I...), __builtin_shufflevector(v, v, (I + sizeof...(I))...)};
+#else
+  typedef elem_t<V> Half __attribute__((vector_size(sizeof(V) / 2)));
+  std::pair<Half, Half> h;
+  __builtin_memcpy(&h.first, &v, sizeof(Half));
+  __builtin_memcpy(&h.second, reinterpret_cast<const char*>(&v) + sizeof(Half), sizeof(Half));
+  return h;
+#endif
+}
+template <class V> inline auto halves(V v) {
+  return halves_(v, std::make_index_sequence<sizeof(V) / sizeof(elem_t<V>) / 2>());
+}
+
+// lo += the low half of s's float lanes as doubles, hi += the high half.
+template <class VD, class VF> inline void add_widened(VD& lo, VD& hi, VF s) {
+  const auto [l, h] = halves(s);
+  lo += widen<VD>(l);
+  hi += widen<VD>(h);
+}
+
+// B / 4 elements of S (unit stride) as float lanes.
+template <int B, class S> inline typename Vec<B>::f load_floats(const S* p) {
+  using V = typename Vec<B>::f;
+  if constexpr (std::is_same_v<S, float>) {
+    return vload<V>(p);
+  } else if constexpr (std::is_same_v<S, c10::BFloat16>) {
+    return (V)(widen<typename Vec<B>::u>(vload<typename Vec<B>::h>(p)) << 16);
+  } else {
+    V v{};
+    for (int l = 0; l < B / 4; ++l) v[l] = float(p[l]);
+    return v;
+  }
+}
+
 template <class S> struct Io;
 template <> struct Io<float> {
-  static vf load(const float* p) { return vload<vf>(p); }
+  static vf load(const float* p) { return load_floats<kBytes>(p); }
   static void store(float* p, vf v) { vstore(p, v); }
 };
 template <> struct Io<double> {
@@ -55,23 +121,16 @@ template <> struct Io<double> {
   static void store(double* p, vd v) { vstore(p, v); }
 };
 template <> struct Io<c10::BFloat16> {
-  static vf load(const c10::BFloat16* p) {
-    const vu bits = __builtin_convertvector(vload<vh>(p), vu) << 16;
-    return (vf)bits;
-  }
+  static vf load(const c10::BFloat16* p) { return load_floats<kBytes>(p); }
   static void store(c10::BFloat16* p, vf v) {
     const vu u = (vu)v;
     vu r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     r = (v != v) ? splat<vu>(0x7fc0u) : r;
-    vstore(p, __builtin_convertvector(r, vh));
+    vstore(p, narrow(r));
   }
 };
 template <> struct Io<c10::Half> {
-  static vf load(const c10::Half* p) {
-    vf v{};
-    for (int l = 0; l < lanes<float>; ++l) v[l] = float(p[l]);
-    return v;
-  }
+  static vf load(const c10::Half* p) { return load_floats<kBytes>(p); }
   static void store(c10::Half* p, vf v) {
     for (int l = 0; l < lanes<float>; ++l) p[l] = c10::Half(float(v[l]));
   }
@@ -450,10 +509,10 @@ template <class S> inline vd load_d(const S* p) {
   if constexpr (std::is_same_v<S, double>) {
     return vload<vd>(p);
   } else if constexpr (std::is_same_v<S, float>) {
-    return __builtin_convertvector(vload<vfh>(p), vd);
+    return widen<vd>(vload<vfh>(p));
   } else if constexpr (std::is_same_v<S, c10::BFloat16>) {
-    const vuh bits = __builtin_convertvector(vload<vhq>(p), vuh) << 16;
-    return __builtin_convertvector((vfh)bits, vd);
+    const vuh bits = widen<vuh>(vload<vhq>(p)) << 16;
+    return widen<vd>((vfh)bits);
   } else {
     vd v{};
     for (int l = 0; l < lanes<double>; ++l) v[l] = double(float(p[l]));
@@ -461,50 +520,75 @@ template <class S> inline vd load_d(const S* p) {
   }
 }
 
+// The lanes of v combined by op in halves: log2(lanes) dependent steps instead of lanes - 1.
+template <class V, class Op> inline elem_t<V> hreduce(V v, Op op) {
+  if constexpr (sizeof(V) == sizeof(elem_t<V>)) {
+    return v[0];
+  } else {
+    const auto [lo, hi] = halves(v);
+    return hreduce(op(lo, hi), op);
+  }
+}
+inline constexpr auto kPlus = [](auto a, auto b) { return a + b; };
+inline constexpr auto kLarger = [](auto a, auto b) { return a > b ? a : b; };  // never a NaN over a number
+inline constexpr auto kSmaller = [](auto a, auto b) { return a < b ? a : b; };
+
+// n < B / 4 elements at p as B bytes of float lanes, the other lanes `fill`.
+template <int B, class S> inline typename Vec<B>::f load_partial(const S* p, int64_t n, S fill) {
+  S buf[B / 4];
+  for (int l = 0; l < B / 4; ++l) buf[l] = l < n ? p[l] : fill;
+  return load_floats<B>(buf);
+}
+
+// float32 row sums stream 256 bits at a time on AVX-512 sets too, as PyTorch's do: 512-bit loads
+// streamed slower on Zen 4 (NOTES.md, CPU kernels). The half types, converted in the loop, take the
+// full width.
+template <class S> constexpr int kRowSumBytes = std::is_same_v<S, float> && kBytes > 32 ? 32 : kBytes;
+
 // The reduction of n unit-stride elements into the running value `acc` (of type A), with 4 vector
-// accumulators; the lane order depends only on n.
+// accumulators; the lane order depends only on n. Inlined into the row loops, so that the short rows'
+// horizontal steps of one row overlap the loads of the next.
 template <ReduceFn F, class S, class A>
-inline A reduce_unit(const S* p, int64_t n, A acc) {
+[[gnu::always_inline]] inline A reduce_unit(const S* p, int64_t n, A acc) {
   using R = Reducer<F, A>;
   if constexpr (kFloatSum<F, S>) {
     // Sum / mean of float lanes: blocks of 32 vectors summed in float by 4 accumulators that read
     // memory in order (each lane's partial of 32 values carries at most 9 roundings, 9 ulps of the sum
     // of their magnitudes), then widened into double accumulators: a conversion per 32 loads, and far
     // inside the float32 tolerance. In order, because a pairwise tree's loads, which the compiler
-    // reorders, streamed slower from DRAM (NOTES.md, CPU kernels). The rest: 8 vectors pairwise, then
-    // one widened vector at a time.
-    constexpr int W = lanes<float>;
+    // reorders, streamed slower from DRAM (NOTES.md, CPU kernels). Then 8 vectors pairwise, and the
+    // last few vectors with the zero-padded tail in one float sum, widened once.
+    constexpr int B = kRowSumBytes<S>, W = B / 4;
+    using VF = typename Vec<B>::f;
+    using VD = typename Vec<B>::d;
     if (n >= W) {
-      vd lo = splat<vd>(0.0), hi = lo;
-      auto widen_add = [&](vf s) {
-        vfh h[2];
-        __builtin_memcpy(h, &s, sizeof(s));
-        lo += __builtin_convertvector(h[0], vd);
-        hi += __builtin_convertvector(h[1], vd);
-      };
+      VD lo = splat<VD>(0.0), hi = lo;
+      auto widen_add = [&](VF s) { add_widened(lo, hi, s); };
+      auto load = [&](int64_t k) { return load_floats<B>(p + k); };
       int64_t j = 0;
       for (; j + 32 * W <= n; j += 32 * W) {
-        vf a0 = Io<S>::load(p + j), a1 = Io<S>::load(p + j + W);
-        vf a2 = Io<S>::load(p + j + 2 * W), a3 = Io<S>::load(p + j + 3 * W);
+        VF a0 = load(j), a1 = load(j + W), a2 = load(j + 2 * W), a3 = load(j + 3 * W);
 #pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
         for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
-          a0 += Io<S>::load(p + k);
-          a1 += Io<S>::load(p + k + W);
-          a2 += Io<S>::load(p + k + 2 * W);
-          a3 += Io<S>::load(p + k + 3 * W);
+          a0 += load(k);
+          a1 += load(k + W);
+          a2 += load(k + 2 * W);
+          a3 += load(k + 3 * W);
         }
         widen_add((a0 + a1) + (a2 + a3));
       }
       for (; j + 8 * W <= n; j += 8 * W) {
-        vf v[8];
-        for (int u = 0; u < 8; ++u) v[u] = Io<S>::load(p + j + u * W);
+        VF v[8];
+        for (int u = 0; u < 8; ++u) v[u] = load(j + u * W);
         widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
       }
-      for (; j + W <= n; j += W) widen_add(Io<S>::load(p + j));
-      const vd v = lo + hi;
-      for (int l = 0; l < lanes<double>; ++l) acc = R::combine(acc, v[l]);
-      p += j;
-      n -= j;
+      if (j < n) {  // at most 7 vectors and a tail: at most 8 roundings in float
+        VF s = splat<VF>(0.0f);
+        for (; j + W <= n; j += W) s += load(j);
+        if (j < n) s += load_partial<B>(p + j, n - j, S(0));
+        widen_add(s);
+      }
+      return R::combine(acc, hreduce(lo + hi, kPlus));
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
     return acc;
@@ -521,19 +605,21 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
       }
       for (; j + W <= n; j += W) v0 = vcombine<F>(v0, load_d(p + j));
       const vd v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
-      for (int l = 0; l < W; ++l) acc = R::combine(acc, v[l]);
+      acc = R::combine(acc, hreduce(v, [](auto a, auto b) { return vcombine<F>(a, b); }));
       p += j;
       n -= j;
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
     return acc;
   } else {  // max / min in float lanes (float32 and the half types; float64 takes the branch above)
-    // Exact in any order, so the lanes take plain compares (a NaN never wins one) and whether any
-    // element was NaN is kept apart: the largest |x| bit pattern seen, since every NaN's lies above
-    // infinity's. One compare and two integer ops per vector instead of vmax's NaN-propagating blends.
+    // Exact in any order, so the lanes take plain compares (a NaN never wins one, so no lane holds
+    // one) and whether any element was NaN is kept apart: the largest |x| bit pattern seen, since
+    // every NaN's lies above infinity's. One compare and two integer ops per vector instead of vmax's
+    // NaN-propagating blends. The tail is padded with the row's last element, which changes neither.
     static_assert(std::is_same_v<A, float>);
     using V = vf;
     using M = vi;
+    const auto pick = [](auto a, auto b) { return F == ReduceFn::Max ? kLarger(a, b) : kSmaller(a, b); };
     constexpr int32_t kAbs = 0x7fffffff;  // all bits but the sign
     constexpr int32_t kInf = 0x7f800000;
     constexpr int W = lanes<A>;
@@ -541,9 +627,8 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
       V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
       M nan = M{};
       auto take = [&](V& v, V x) {
-        v = F == ReduceFn::Max ? (x > v ? x : v) : (x < v ? x : v);
-        const M bits = (M)x & kAbs;
-        nan = bits > nan ? bits : nan;
+        v = pick(x, v);
+        nan = kLarger((M)x & kAbs, nan);
       };
       int64_t j = 0;
       for (; j + 4 * W <= n; j += 4 * W) {
@@ -553,12 +638,9 @@ inline A reduce_unit(const S* p, int64_t n, A acc) {
         take(v3, Io<S>::load(p + j + 3 * W));
       }
       for (; j + W <= n; j += W) take(v0, Io<S>::load(p + j));
-      const V v = vcombine<F>(vcombine<F>(v0, v1), vcombine<F>(v2, v3));
-      for (int l = 0; l < W; ++l) acc = R::combine(acc, A(v[l]));
-      for (int l = 0; l < W; ++l)
-        if (nan[l] > kInf) acc = std::numeric_limits<A>::quiet_NaN();
-      p += j;
-      n -= j;
+      if (j < n) take(v1, load_partial<kBytes>(p + j, n - j, p[n - 1]));
+      acc = R::combine(acc, hreduce(pick(pick(v0, v1), pick(v2, v3)), pick));
+      return hreduce(nan, kLarger) > kInf ? std::numeric_limits<A>::quiet_NaN() : acc;
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, A(p[j]));
     return acc;
@@ -626,10 +708,7 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
             vf v[8];
             for (int t = 0; t < 8; ++t) v[t] = Io<S>::load(src + (j + t) * step[0] + u * lanes<float>);
             const vf sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-            vfh h[2];
-            __builtin_memcpy(h, &sum, sizeof(sum));
-            a[2 * u] += __builtin_convertvector(h[0], vd);
-            a[2 * u + 1] += __builtin_convertvector(h[1], vd);
+            add_widened(a[2 * u], a[2 * u + 1], sum);
           }
         }
       }
