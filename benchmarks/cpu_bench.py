@@ -53,6 +53,13 @@ def _cases():
               lambda x: T.reduce(x, [0], "sum"), lambda x: torch.sum(x, 0)))
     c.append(("reduce max fp32 2048x4096 dim1", lambda: (_rand(M, N),),
               lambda x: T.reduce(x, [1], "max"), lambda x: torch.amax(x, 1)))
+    # Short rows (each row's horizontal steps count) and a half type's conversions.
+    c.append(("reduce sum fp32 131072x64 dim1", lambda: (_rand(131072, 64),),
+              lambda x: T.reduce(x, [1], "sum"), lambda x: torch.sum(x, 1)))
+    c.append(("reduce max fp32 131072x64 dim1", lambda: (_rand(131072, 64),),
+              lambda x: T.reduce(x, [1], "max"), lambda x: torch.amax(x, 1)))
+    c.append(("reduce sum bf16 2048x4096 dim1", lambda: (_rand(M, N, dtype=torch.bfloat16),),
+              lambda x: T.reduce(x, [1], "sum"), lambda x: torch.sum(x, 1)))
 
     def bmm_case(name, batch, m, n, k, dtype, ta=False, tb=False):
         def make():

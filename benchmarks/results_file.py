@@ -42,11 +42,29 @@ def git_commit():
         return "unknown"
 
 
+def cpu_host():
+    """The CPU a "cpu" row ran on (model, cores, AVX-512 / AMX), since CPU development hosts change."""
+    model, flags = "unknown CPU", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    extras = [name for flag, name in (("avx512f", "AVX-512"), ("amx_tile", "AMX")) if flag in flags]
+    return ", ".join([model, f"{os.cpu_count()} cores"] + extras)
+
+
 def run_info(device):
     """What every row records about the run that measured it."""
     import torch
-    return {"device": device, "torch": torch.__version__, "commit": git_commit(),
+    info = {"device": device, "torch": torch.__version__, "commit": git_commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    if device == "cpu":
+        info["host"] = cpu_host()
+    return info
 
 
 def path_for(device, out_dir=RESULTS_DIR):
