@@ -50,10 +50,14 @@ Dims broadcast_shape(const char* op, const at::Tensor& a, const at::Tensor& b) {
 
 // The dims of a dense output ordered by stride, outermost first (stable, so ties keep their order;
 // only size-1 and empty dims can tie, and those are dropped by make_indexer or never run).
+// An insertion sort: dims are few, and std::stable_sort takes a heap buffer on every call.
 Dims memory_order(c10::IntArrayRef strides) {
-  Dims perm(strides.size());
-  for (size_t d = 0; d < perm.size(); ++d) perm[d] = int64_t(d);
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
+  Dims perm;
+  for (int64_t d = 0; d < int64_t(strides.size()); ++d) {
+    auto at = perm.end();
+    while (at != perm.begin() && strides[*(at - 1)] < strides[d]) --at;
+    perm.insert(at, d);
+  }
   return perm;
 }
 
