@@ -34,7 +34,7 @@ namespace {
 
 // 3xTF32 with 8-byte copies of a K-major a spills (255 registers) and ran 13% slower than with 4-byte
 // ones (4 x 3123 x 2188 x 734); with an M-major a, 25% faster (8 x 96 x 2174 x 1410). That variant is
-// not built (bmm/mma_tf32x3.cu): it copies 4 bytes.
+// not built (instances/bmm_mma_tf32x3.cu): it copies 4 bytes.
 constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
   return three_pass && width == 8 && !a_mn_major;
 }

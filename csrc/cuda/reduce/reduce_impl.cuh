@@ -430,7 +430,7 @@ void reduce_typed(const ReduceProblem& p) {
   dispatch_fn(p.fn, [&](auto fn) { reduce_detail::launch<scalar_t, decltype(fn)::value>(p); });
 }
 
-// Instantiated once per dtype, each in its own translation unit (reduce_<dtype>.cu).
+// Instantiated once per dtype, each in its own translation unit (instances/reduce_<dtype>.cu).
 extern template void reduce_typed<c10::Half>(const ReduceProblem&);
 extern template void reduce_typed<c10::BFloat16>(const ReduceProblem&);
 extern template void reduce_typed<float>(const ReduceProblem&);

@@ -1,5 +1,5 @@
-// CUDA backward ops: pick the dtype; the per-dtype kernels live in grad_<dtype>.cu (built in parallel).
-#include "cuda/grad/grad_impl.cuh"
+// CUDA backward ops: pick the dtype; the per-dtype kernels live in instances/grad_<dtype>.cu (built in parallel).
+#include "cuda/elementwise/grad_impl.cuh"
 
 namespace tiles::cuda {
 

@@ -1,5 +1,5 @@
-// CUDA zip: picks the dtype; the per-dtype kernels live in zip_<dtype>.cu (built in parallel).
-#include "cuda/zip_impl.cuh"
+// CUDA zip: picks the dtype; the per-dtype kernels live in instances/zip_<dtype>.cu (built in parallel).
+#include "cuda/elementwise/zip_impl.cuh"
 
 namespace tiles::cuda {
 

@@ -1,5 +1,5 @@
-// CUDA reduce: picks the dtype; the per-dtype kernels live in reduce_<dtype>.cu (built in parallel).
-#include "cuda/reduce_impl.cuh"
+// CUDA reduce: picks the dtype; the per-dtype kernels live in instances/reduce_<dtype>.cu (built in parallel).
+#include "cuda/reduce/reduce_impl.cuh"
 
 namespace tiles::cuda {
 

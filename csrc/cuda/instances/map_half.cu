@@ -1,4 +1,4 @@
 // The half instantiation of tiles::map's CUDA kernels (one dtype per file so they compile in parallel).
-#include "cuda/map_impl.cuh"
+#include "cuda/elementwise/map_impl.cuh"
 
 template void tiles::cuda::map_typed<c10::Half>(const tiles::MapProblem&);

@@ -1,5 +1,5 @@
 // The double instantiation of the backward ops' CUDA kernels (one dtype per file so they compile in parallel).
-#include "cuda/grad/grad_impl.cuh"
+#include "cuda/elementwise/grad_impl.cuh"
 
 template void tiles::cuda::map_grad_typed<double>(const tiles::MapGradProblem&);
 template void tiles::cuda::zip_grad_typed<double>(const tiles::ZipGradProblem&);

@@ -1,5 +1,5 @@
-// CUDA map: picks the dtype; the per-dtype kernels live in map_<dtype>.cu (built in parallel).
-#include "cuda/map_impl.cuh"
+// CUDA map: picks the dtype; the per-dtype kernels live in instances/map_<dtype>.cu (built in parallel).
+#include "cuda/elementwise/map_impl.cuh"
 
 namespace tiles::cuda {
 
