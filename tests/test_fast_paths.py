@@ -1,8 +1,8 @@
 """Inputs shaped to force each kernel path, with the edges each path must handle.
 
-The CUDA elementwise kernels (csrc/cuda/elementwise/elementwise.cuh) pick contiguous / rows / transpose / strided
+The CUDA elementwise kernels (csrc/cuda/elementwise/kernels.cuh) pick contiguous / rows / transpose / strided
 from the layout, in the output's memory order (map and zip give a dense input's layout to the output,
-so a dense transposed or permuted input streams as contiguous); the reduce kernels (csrc/cuda/reduce/reduce_impl.cuh) pick short rows / long rows (split or
+so a dense transposed or permuted input streams as contiguous); the reduce kernels (csrc/cuda/reduce/kernels.cuh) pick short rows / long rows (split or
 not) / columns / generic. Each case below names the path it is built to reach on CUDA and covers its
 edges: sizes not divisible by the vector width, misaligned storage offsets, odd strides, broadcasting
 along every axis, grids larger than one launch dimension. On CPU the same cases run through the CPU

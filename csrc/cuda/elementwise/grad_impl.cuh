@@ -1,9 +1,9 @@
 // CUDA kernels of the backward ops for one dtype, through the elementwise kernels
-// (elementwise/elementwise.cuh): map's gradient over (grad, saved), zip's over (grad, a, b).
+// (elementwise/kernels.cuh): map's gradient over (grad, saved), zip's over (grad, a, b).
 #pragma once
 
 #include "binding/dispatch.h"
-#include "cuda/elementwise/elementwise.cuh"
+#include "cuda/elementwise/launch.cuh"
 #include "cuda/kernels.h"
 
 namespace tiles::cuda {

@@ -1,8 +1,8 @@
-// CUDA map for one dtype: every fn, through the elementwise kernels (elementwise/elementwise.cuh).
+// CUDA map for one dtype: every fn, through the elementwise kernels (elementwise/kernels.cuh).
 #pragma once
 
 #include "binding/dispatch.h"
-#include "cuda/elementwise/elementwise.cuh"
+#include "cuda/elementwise/launch.cuh"
 #include "cuda/kernels.h"
 
 namespace tiles::cuda {

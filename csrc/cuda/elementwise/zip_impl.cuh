@@ -1,9 +1,9 @@
-// CUDA zip for one result dtype: every fn, through the elementwise kernels (elementwise/elementwise.cuh).
+// CUDA zip for one result dtype: every fn, through the elementwise kernels (elementwise/kernels.cuh).
 // Operands of another float dtype than the result convert per element on the strided path.
 #pragma once
 
 #include "binding/dispatch.h"
-#include "cuda/elementwise/elementwise.cuh"
+#include "cuda/elementwise/launch.cuh"
 #include "cuda/kernels.h"
 
 namespace tiles::cuda {

@@ -1,5 +1,5 @@
 // CUDA reduce: picks the dtype; the per-dtype kernels live in instances/reduce_<dtype>.cu (built in parallel).
-#include "cuda/reduce/reduce_impl.cuh"
+#include "cuda/reduce/launch.cuh"
 
 namespace tiles::cuda {
 

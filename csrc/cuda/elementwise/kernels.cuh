@@ -1,4 +1,4 @@
-// CUDA elementwise kernels shared by map and zip, and the host-side choice between them.
+// CUDA elementwise kernels shared by map, zip and their backward ops; launch.cuh picks one per problem.
 //
 // Operands share the output's (coalesced) shape. The output is dense and the problem lists its dims by
 // descending output stride (csrc/binding/problems.cpp), so it is contiguous in that order. By layout, fastest first:
@@ -231,95 +231,6 @@ struct LoadSet {
   L l[N];
   __device__ __forceinline__ const L& operator[](int k) const { return l[k]; }
 };
-
-// ---- host side ------------------------------------------------------------------------------------
-
-template <int N>
-bool fits_32bit(const StridedIndexer<N>& ix, int64_t n) {
-  if (n >= (int64_t(1) << 31)) return false;
-  for (int k = 0; k < N; ++k) {
-    int64_t extent = 0;  // the largest offset an operand reaches (strides are non-negative)
-    for (int d = 0; d < ix.ndim; ++d) extent += (ix.sizes[d] - 1) * ix.strides[k][d];
-    if (extent >= (int64_t(1) << 31)) return false;
-  }
-  return true;
-}
-
-template <class scalar_t, class Op, class Loads>
-void launch_strided(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kArity>& ix, int64_t n,
-                    LoadSet<Loads, Op::kArity> loads) {
-  Operands<void, Op::kArity> in;
-  for (int k = 0; k < Op::kArity; ++k) in.ptr[k] = ptrs[k];
-  const unsigned blocks = grid_stride_blocks(n, kThreads);
-  if (fits_32bit(ix, n))
-    strided_kernel<scalar_t, Op, uint32_t><<<blocks, kThreads, 0, current_stream()>>>(out, in, ix, n, loads);
-  else
-    strided_kernel<scalar_t, Op, int64_t><<<blocks, kThreads, 0, current_stream()>>>(out, in, ix, n, loads);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// Runs Op over same-dtype operands `ptrs` laid out by `ix`, writing the contiguous `out`.
-template <class scalar_t, class Op>
-void launch(scalar_t* out, const void* const* ptrs, const StridedIndexer<Op::kArity>& ix, int64_t n) {
-  constexpr int N = Op::kArity;
-  constexpr int VEC = 16 / sizeof(scalar_t);
-  Operands<scalar_t, N> in;
-  bool all_aligned = aligned(out, 16);
-  for (int k = 0; k < N; ++k) {
-    in.ptr[k] = static_cast<const scalar_t*>(ptrs[k]);
-    all_aligned = all_aligned && aligned(ptrs[k], 16);
-  }
-  auto stream = current_stream();
-
-  if (ix.is_contiguous()) {
-    // One chunk of kThreads * kUnroll vectors per block (the grid-stride loop then runs once) up to
-    // 2^20 blocks: measured a little faster than a persistent grid of a few blocks per SM.
-    const int vec = all_aligned ? VEC : 1;
-    const int64_t chunks = ((n + vec - 1) / vec + kThreads * kUnroll - 1) / (kThreads * kUnroll);
-    const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(1) << 20)));
-    if (all_aligned)
-      contiguous_kernel<scalar_t, Op, VEC><<<blocks, kThreads, 0, stream>>>(out, in, n);
-    else
-      contiguous_kernel<scalar_t, Op, 1><<<blocks, kThreads, 0, stream>>>(out, in, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
-  }
-
-  if (ix.ndim == 1 || ix.ndim == 2) {  // a 1-D problem is one row
-    const int64_t n_rows = ix.ndim == 2 ? ix.sizes[1] : 1;
-    bool rows_ok = ix.sizes[0] % VEC == 0 && all_aligned, any_staged = false;
-    RowLayout<N> rows{ix.sizes[0], n_rows, {}, {}};
-    TileLayout<N> tiles{ix.sizes[0], n_rows, {}, {}, {}};
-    for (int k = 0; k < N; ++k) {
-      const int64_t s0 = ix.strides[k][0], s1 = ix.ndim == 2 ? ix.strides[k][1] : 0;
-      rows_ok = rows_ok && (s0 == 0 || s0 == 1) && (s0 == 0 || s1 % VEC == 0);
-      rows.row_stride[k] = s1;
-      rows.inner_unit[k] = s0 == 1;
-      tiles.col_stride[k] = s0;
-      tiles.row_stride[k] = s1;
-      tiles.staged[k] = s1 == 1 && s0 != 1;
-      any_staged = any_staged || tiles.staged[k];
-    }
-    if (rows_ok) {
-      const int64_t chunk = int64_t(kThreads) * kUnroll * VEC;
-      const dim3 grid(unsigned((rows.row_len + chunk - 1) / chunk), unsigned(std::min<int64_t>(rows.rows, 65535)));
-      rows_kernel<scalar_t, Op, VEC><<<grid, kThreads, 0, stream>>>(out, in, rows);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
-    if (any_staged && (tiles.row_len + kTile - 1) / kTile < (int64_t(1) << 31)) {
-      // One block per tile (up to 65535 row tiles; past that, blocks loop). Fewer blocks that each
-      // loop over several tiles measured slower (benchmarks/NOTES.md).
-      const dim3 grid(unsigned((tiles.row_len + kTile - 1) / kTile),
-                      unsigned(std::min<int64_t>((tiles.rows + kTile - 1) / kTile, 65535)));
-      transpose_kernel<scalar_t, Op><<<grid, dim3(kTile, kTileRows), 0, stream>>>(out, in, tiles);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
-  }
-  LoadSet<StaticLoad<scalar_t>, N> loads{};
-  launch_strided<scalar_t, Op>(out, ptrs, ix, n, loads);
-}
 
 }  // namespace elementwise
 }  // namespace tiles::cuda
