@@ -52,6 +52,8 @@ struct GemmShape {
 
 template <int BN>
 struct TileConfig {
+  // The stage sizes, store groups (whole pairs of 64-column chunks) and wgmma widths assume these two.
+  static_assert(BN == 128 || BN == 256, "Hopper bmm tiles are 128 or 256 columns wide");
   static constexpr int BM = 128, BK = 64;
   static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);

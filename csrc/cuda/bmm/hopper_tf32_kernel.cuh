@@ -48,6 +48,9 @@ struct Tf32Shape {
 
 template <int kSplit, int BQ>
 struct Tf32Config {
+  // wgmma_tf32 and the chunked epilogue know these widths only; 1xTF32 or 3xTF32 (big and small parts).
+  static_assert(BQ == 128 || BQ == 256, "TF32 Hopper bmm tiles are 128 or 256 columns of Q wide");
+  static_assert(kSplit == 1 || kSplit == 3, "1xTF32 or 3xTF32");
   static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
   static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
   static constexpr int kThreads = 128 * (kConsumers + 1);
