@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/result_type_native.h>
 
 #include <algorithm>
 #include <initializer_list>
@@ -119,7 +120,7 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
   check_float(op, "b", b);
   check_same_device(op, a, b);
   const auto shape = broadcast_shape(op, a, b);
-  const auto dtype = at::result_type(a, b);
+  const auto dtype = at::native::result_type(a, b);  // the rule of at::result_type, without its dispatch
   at::Tensor out = empty_like_first_dense(shape, a.options().dtype(dtype), {&a, &b});
   const auto perm = memory_order(out.strides());  // as in make_map_problem
   auto in = make_indexer<2>(op, permuted(shape, perm),
