@@ -16,7 +16,7 @@ void parallel(int64_t n, int64_t grain, void* ctx, void (*body)(void*, int64_t, 
 }
 
 // Products this small cost less as one direct loop than the packing and task setup of the blocked
-// kernel (a 2 x 4 x 4 x 4 bmm: 4.6 us against 8.7 us per call on the H100's host).
+// kernel (about half the time of a call).
 constexpr int64_t kDirectMacs = 4096;
 
 template <class scalar_t>

@@ -50,28 +50,16 @@ struct Plan {
 };
 
 Plan plan(const BmmProblem& p) {
-  // Tile width. A 128-wide tile takes about 0.7 of a 256-wide one's time, not half (H100: 1 x 1000 x
-  // 3000 K=4096, two waves of 128-wide tiles, 75.7 us; one wave of 256-wide ones at 2048^2 K=4096,
-  // 54 us), so 128-wide tiles only when N <= 128 or when they take no more waves over the SMs than the
-  // 256-wide ones (then they spread the same waves over more SMs). That 1000 x 3000 read 0.51x cuBLAS at
-  // 128-wide. The rule is cautious: by the 0.7 cost, four waves of 128-wide tiles would beat three of
-  // 256-wide ones, but no such shape was timed.
-  // Short K, where the output stream is the bottleneck, is no exception (same-run cuBLAS, 128- /
-  // 256-wide: 2 x 8192^2 K=128 0.81x / 0.99x, 48 x 2048^2 K=128 0.83x / 1.01x, 4 x 8192^2 K=64 0.93x /
-  // 1.08x); 256-wide tiles lost only at 96 x 2048^2 K=64 (0.983x / 0.975x) and 128 x 1024^2 K=64
-  // (1.015x / 1.003x). benchmarks/NOTES.md has the sweeps.
+  // Tile width: a 128-wide tile takes about 0.7 of a 256-wide one's time, not half, so 128-wide tiles
+  // only when N <= 128 or when they take no more waves over the SMs; short K too (NOTES.md, "Launch
+  // rules: the measurements behind them").
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
   const int bn = p.n > 128 && waves(128) > waves(256) ? 256 : 128;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
-  // evict-first stores beat TMA's (H100, same-run cuBLAS, both stores in one build: 96 x 2048^2 K=64
-  // 1.03x against 0.92-0.96x, 48 x 2048^2 K=128 1.00x against 0.98x, 64 x 1024^2 K=64 0.99x against
-  // 0.97x; the results file after the change, on another machine: K=64 0.99x, from 0.94x). An output
-  // that fits in L2 stays there after the kernel, and TMA's stores are as fast or faster (8 x 4096 x 512
-  // K=32: 1.07x against 1.02x); with long K they cost the mainloop (8 x 2048^2 K=256: 0.90x against 1.03x).
-  // (Measured at 128-wide tiles, before the TMA stores were staged under the next tile; short K at
-  // 256-wide tiles, K <= 128, still stores each tile at once.)
+  // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
+  // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
   const bool short_k = p.k <= 128;
   const OperandLayout out = output_layout(p);
   Store store = Store::tma;

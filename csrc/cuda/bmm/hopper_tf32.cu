@@ -36,7 +36,7 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
 // gradient, K = tokens) leave SMs idle: 768 x 3072 x 16384 has 144 tiles of 128 x 128 on 132 SMs, a
 // second wave of 12. Each count is costed in H100 microseconds (waves x k-blocks per slice x one
 // k-block's time, plus the partials' round trip through memory and the summing launch) and the
-// cheapest taken: slicing by wave fill alone cost 2048 x 3072 x 1024 30 us of its 53 (NOTES.md).
+// cheapest taken: slicing by wave fill alone could cost half a product's time (NOTES.md).
 int k_split_count(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
   constexpr int kMaxSplits = 8;
   constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;

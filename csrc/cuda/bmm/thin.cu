@@ -17,7 +17,7 @@ namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int64_t kMaxShortK = 16, kMaxColumns = 8;
 // 5 to 8 columns want a K of at least 64: over a shorter one most lanes of the kernel that walks K idle,
-// and it lost to the tensor-core and general kernels (6 x 1307 x 5 x 23: 8.5-12 us against 7.4-9.4).
+// and it lost to the tensor-core and general kernels.
 constexpr int64_t kFewColumnsAnyK = 4, kMinKOverFour = 64;
 constexpr int64_t kMaxBatchBlocks = 65535;  // gridDim.y; blocks loop over larger batches
 
