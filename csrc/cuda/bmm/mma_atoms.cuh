@@ -108,84 +108,69 @@ struct F64 : M16N8Accumulator {
   }
 };
 
-// float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does
-// when torch.backends.cuda.matmul.allow_tf32 is set (matmul precision "high").
-struct Tf32 : M16N8Accumulator {
+// What the float32 atoms share: m16n8k8 over float32 elements, each made into TF32 registers by
+// Atom::put(fragment, i, x) as lane's fragment is gathered.
+template <class Atom>
+struct Tf32Shape : M16N8Accumulator {
   static constexpr bool kLdmatrix = false;
-  static constexpr bool kFreshPerTile = false;
   using Elem = float;
   using Acc = float;
   static constexpr int M = 16, N = 8, K = 8;
   // 32 lanes x 4 bytes: rows of g (8 of them) must land 4 banks apart (K-contiguous) or k rows of t
   // (4 of them) 8 banks apart (M/N-contiguous).
   static constexpr int kPadK = 4, kPadMN = 8;
-  struct FragA { uint32_t r[4]; };
-  struct FragB { uint32_t r[2]; };
   template <class Get>
-  __device__ static FragA load_a(Get get, int lane) {
+  __device__ static auto load_a(Get get, int lane) {
     float v[4];
     gather_a_m16n8k8(get, lane, v);
-    FragA f;
+    typename Atom::FragA f;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) f.r[i] = to_tf32(v[i]);
+    for (int i = 0; i < 4; ++i) Atom::put(f, i, v[i]);
     return f;
   }
   template <class Get>
-  __device__ static FragB load_b(Get get, int lane) {
+  __device__ static auto load_b(Get get, int lane) {
     float v[2];
     gather_b_m16n8k8(get, lane, v);
-    FragB f;
+    typename Atom::FragB f;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) f.r[i] = to_tf32(v[i]);
+    for (int i = 0; i < 2; ++i) Atom::put(f, i, v[i]);
     return f;
   }
-  __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) { mma_tf32(c, a.r, b.r); }
   __device__ static float out(float x) { return x; }
+};
+
+// float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does
+// when torch.backends.cuda.matmul.allow_tf32 is set (matmul precision "high").
+struct Tf32 : Tf32Shape<Tf32> {
+  static constexpr bool kFreshPerTile = false;
+  struct FragA { uint32_t r[4]; };
+  struct FragB { uint32_t r[2]; };
+  template <class F>
+  __device__ static void put(F& f, int i, float x) { f.r[i] = to_tf32(x); }
+  __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) { mma_tf32(c, a.r, b.r); }
 };
 
 // float32 at float32 accuracy ("3xTF32"): each operand x splits into big = tf32(x) and
 // small = tf32(x - big), and a * b ~= a_small b_big + a_big b_small + a_big b_big (the dropped
 // a_small b_small is ~2^-22 of the product). Three TF32 multiplies, small terms first.
-struct Tf32x3 : M16N8Accumulator {
-  static constexpr bool kLdmatrix = false;
+struct Tf32x3 : Tf32Shape<Tf32x3> {
   // The tensor cores add each product sum into the float32 accumulator rounding toward zero: over
   // K = 4096 (1536 instructions per output) that bias alone gave 18x cuBLAS SGEMM's error. So each
   // k-tile accumulates into fresh registers, added to the running sum with a rounded float32 add.
   static constexpr bool kFreshPerTile = true;
-  using Elem = float;
-  using Acc = float;
-  static constexpr int M = 16, N = 8, K = 8;
-  static constexpr int kPadK = 4, kPadMN = 8;
   struct FragA { uint32_t big[4], small[4]; };
   struct FragB { uint32_t big[2], small[2]; };
-  __device__ static void split(float x, uint32_t& big, uint32_t& small) {
-    big = to_tf32(x);
-    small = to_tf32(x - __uint_as_float(big));
-  }
-  template <class Get>
-  __device__ static FragA load_a(Get get, int lane) {
-    float v[4];
-    gather_a_m16n8k8(get, lane, v);
-    FragA f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) split(v[i], f.big[i], f.small[i]);
-    return f;
-  }
-  template <class Get>
-  __device__ static FragB load_b(Get get, int lane) {
-    float v[2];
-    gather_b_m16n8k8(get, lane, v);
-    FragB f;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) split(v[i], f.big[i], f.small[i]);
-    return f;
+  template <class F>
+  __device__ static void put(F& f, int i, float x) {
+    f.big[i] = to_tf32(x);
+    f.small[i] = to_tf32(x - __uint_as_float(f.big[i]));
   }
   __device__ static void mma(float (&c)[4], const FragA& a, const FragB& b) {
     mma_tf32(c, a.small, b.big);
     mma_tf32(c, a.big, b.small);
     mma_tf32(c, a.big, b.big);
   }
-  __device__ static float out(float x) { return x; }
 };
 
 // bfloat16 / float16 (raw 16-bit storage), float32 accumulation: m16n8k16. Each 32-bit register
