@@ -111,7 +111,7 @@ struct F64 : M16N8Accumulator {
 // What the float32 atoms share: m16n8k8 over float32 elements, each made into TF32 registers by
 // Atom::put(fragment, i, x) as lane's fragment is gathered.
 template <class Atom>
-struct Tf32Shape : M16N8Accumulator {
+struct Tf32Atom : M16N8Accumulator {
   static constexpr bool kLdmatrix = false;
   using Elem = float;
   using Acc = float;
@@ -142,7 +142,7 @@ struct Tf32Shape : M16N8Accumulator {
 
 // float32 through TF32 (10-bit mantissa) products, float32 accumulation: m16n8k8. What cuBLAS does
 // when torch.backends.cuda.matmul.allow_tf32 is set (matmul precision "high").
-struct Tf32 : Tf32Shape<Tf32> {
+struct Tf32 : Tf32Atom<Tf32> {
   static constexpr bool kFreshPerTile = false;
   struct FragA { uint32_t r[4]; };
   struct FragB { uint32_t r[2]; };
@@ -154,7 +154,7 @@ struct Tf32 : Tf32Shape<Tf32> {
 // float32 at float32 accuracy ("3xTF32"): each operand x splits into big = tf32(x) and
 // small = tf32(x - big), and a * b ~= a_small b_big + a_big b_small + a_big b_big (the dropped
 // a_small b_small is ~2^-22 of the product). Three TF32 multiplies, small terms first.
-struct Tf32x3 : Tf32Shape<Tf32x3> {
+struct Tf32x3 : Tf32Atom<Tf32x3> {
   // The tensor cores add each product sum into the float32 accumulator rounding toward zero: over
   // K = 4096 (1536 instructions per output) that bias alone gave 18x cuBLAS SGEMM's error. So each
   // k-tile accumulates into fresh registers, added to the running sum with a rounded float32 add.
