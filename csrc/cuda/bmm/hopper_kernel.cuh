@@ -28,8 +28,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/bmm/hopper_pipeline.cuh"
 #include "cuda/bmm/sm90_ptx.cuh"
-#include "cuda/bmm/tile_order.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
 
 namespace tiles::cuda::hopper {
@@ -103,47 +103,6 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
     memcpy(&bits, &pair, 4);
   }
   return bits;
-}
-
-// Output tile `t` of the persistent walk -> (batch, tile row, tile column): batch by batch, each in
-// the grouped order of bmm/tile_order.cuh.
-struct TileCoord {
-  int64_t batch;
-  int tm, tn;
-};
-__device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
-  const int64_t per_batch = int64_t(tiles_m) * tiles_n;
-  // In 32 bits whenever the numbers fit, as they do for any walk of fewer than 2^31 tiles. The 64-bit
-  // division (even on nvcc's path for small operands) cost the short-K shapes, which take a new tile
-  // every k-block or two, 1.5-2% on the H100 (96 x 2048^2 K=64: 0.330 against 0.336 ms, six pairs).
-  if ((t | per_batch) <= INT32_MAX) {  // both are >= 0: t counts from blockIdx.x, per_batch >= 1
-    const int t32 = int(t), per32 = int(per_batch);
-    const int bi = t32 / per32;
-    const TilePos pos = grouped_tile(t32 - bi * per32, tiles_m, tiles_n);
-    return {bi, pos.tm, pos.tn};
-  }
-  const int64_t bi = t / per_batch;
-  const TilePos pos = grouped_tile(int(t - bi * per_batch), tiles_m, tiles_n);
-  return {bi, pos.tm, pos.tn};
-}
-
-// The producer's walk around the ring of kStages stages: for each k-block of each tile this block
-// computes (tiles blockIdx.x, + gridDim.x, ...), wait until the consumers have freed the next stage,
-// arm its `full` barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
-template <int kStages, int BK, class Load>
-__device__ __forceinline__ void produce_stages(uint64_t* full, uint64_t* empty, uint32_t bytes, int64_t total_tiles,
-                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load) {
-  int s = 0;
-  uint32_t phase = 0;
-  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-    const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
-    for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      mbarrier_wait(&empty[s], phase ^ 1);
-      mbarrier_arrive_expect_tx(&full[s], bytes);
-      load(s, tc, int(kb * BK));
-      if (++s == kStages) s = 0, phase ^= 1;
-    }
-  }
 }
 
 // Thread (warp, lane) of a consumer warpgroup holds, for i < BN / 8, the outputs at rows
@@ -343,8 +302,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   const int w = warpgroup - 1;               // which 64-row half of the tile
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
-  int s = 0;
-  uint32_t phase = 0;
+  StageRing<kStages> ring;
   float acc[BN / 2];
   // Store::tma: the previous tile, converted to T, whose store groups are staged one per k-block
   // during this tile's first k-blocks, while the tensor cores already work on this tile; a tile is
@@ -366,9 +324,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
 
     int previous = -1;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      mbarrier_wait(&full[s], phase);
-      const uint8_t* a = stage_a(s) + w * kBox;
-      const uint8_t* b = stage_b(s);
+      mbarrier_wait(&full[ring.s], ring.phase);
+      const uint8_t* a = stage_a(ring.s) + w * kBox;
+      const uint8_t* b = stage_b(ring.s);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
@@ -384,8 +342,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       wgmma_wait<1>();
       fence_registers(acc, BN / 2);
       if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
-      previous = s;
-      if (++s == kStages) s = 0, phase ^= 1;
+      previous = ring.s;
+      ring.advance();
       if (pending.held && kb < kGroups) store_group(int(kb));  // while this k-block's products are in flight
     }
     pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held

@@ -12,10 +12,11 @@
 // loaded by TMA in MN-major boxes that producer warps then transpose in place (transpose_q_stage).
 // For 3xTF32 the same warps also write the transposed tile's small part.
 //
-// Block: 3 warpgroups, as in bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA
-// copies; for 3xTF32 its warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third
-// buffer, since wgmma can only read Q's big part (it ignores a float's low 13 bits) from shared memory;
-// for an MN-major Q its warps 1-3 transpose Q's tiles (and write their small part).
+// Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
+// bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
+// warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third buffer, since wgmma can
+// only read Q's big part (it ignores a float's low 13 bits) from shared memory; for an MN-major Q its
+// warps 1-3 transpose Q's tiles (and write their small part).
 // Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
@@ -25,7 +26,7 @@
 
 #include <type_traits>
 
-#include "cuda/bmm/hopper_kernel.cuh"  // TileCoord, tile_coord, produce_stages
+#include "cuda/bmm/hopper_pipeline.cuh"
 #include "cuda/bmm/mma_atoms.cuh"      // to_tf32
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
@@ -290,32 +291,16 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<kProducerRegisters>();
     if (threadIdx.x >= 32) {  // splitters (3xTF32) or transposers (MN-major Q): one arrival per warp and stage
-      if constexpr (kQMnMajor) {
-        int s = 0;
-        uint32_t phase = 0;
-        for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-          for (int64_t kb = 0; kb < k_blocks; ++kb) {
-            mbarrier_wait(&full[s], phase);
+      if constexpr (kQMnMajor || kSplit == 3) {
+        on_landed_stages<kStages>(full, total_tiles, k_blocks, [&](int s) {
+          if constexpr (kQMnMajor)
             transpose_q_stage<BQ, Cfg::kTransposers, kSplit>(stage_q(s), stage_small(s), threadIdx.x / 32 - 1);
-            fence_async_shared();  // wgmma reads the tile through the async proxy
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
-            if (++s == kStages) s = 0, phase ^= 1;
-          }
-        }
-      } else if constexpr (kSplit == 3) {
-        int s = 0;
-        uint32_t phase = 0;
-        for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-          for (int64_t kb = 0; kb < k_blocks; ++kb) {
-            mbarrier_wait(&full[s], phase);
+          else
             write_small_part<Cfg::kQBytes, Cfg::kSplitters>(stage_q(s), stage_small(s), threadIdx.x - 32);
-            fence_async_shared();
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
-            if (++s == kStages) s = 0, phase ^= 1;
-          }
-        }
+          fence_async_shared();  // wgmma reads the tile through the async proxy
+          __syncwarp();
+          if (threadIdx.x % 32 == 0) mbarrier_arrive(&ready[s]);
+        });
       }
       return;
     }
@@ -349,8 +334,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   const int row0 = 64 * w + fragment_row<kRKMajor>(warp, lane, 0);
   const int row1 = 64 * w + fragment_row<kRKMajor>(warp, lane, 1);
   constexpr uint32_t kGroup = 1024;  // bytes between 8-row groups of the K-major Q tile
-  int s = 0;
-  uint32_t phase = 0;
+  StageRing<kStages> ring;
   float acc[BQ / 2];
   float part[kSplit == 3 ? BQ / 2 : 1];
   uint32_t big[2][4][4], small[4][4];  // small: 3xTF32 only
@@ -360,10 +344,10 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   // and folds the block's sum into `acc`. Returns the stage to free once its products are done.
   auto k_block = [&](auto f_index) {
     constexpr int f = decltype(f_index)::value;
-    mbarrier_wait(&full[s], phase);
-    if constexpr (kSplit == 3 || kQMnMajor) mbarrier_wait(&ready[s], phase);
-    load_fragments<kSplit, kRKMajor>(stage_r(s), row0, row1, lane % 4, big[f], small);
-    const uint8_t* q = stage_q(s);
+    mbarrier_wait(&full[ring.s], ring.phase);
+    if constexpr (kSplit == 3 || kQMnMajor) mbarrier_wait(&ready[ring.s], ring.phase);
+    load_fragments<kSplit, kRKMajor>(stage_r(ring.s), row0, row1, lane % 4, big[f], small);
+    const uint8_t* q = stage_q(ring.s);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 8; ++kk) {
@@ -371,15 +355,15 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       if constexpr (kSplit == 1) {
         wgmma_tf32<BQ>(acc, big[f][kk], dq, 1);
       } else {
-        const uint64_t dq_small = smem_descriptor(stage_small(s) + kk * 32, 0, kGroup);
+        const uint64_t dq_small = smem_descriptor(stage_small(ring.s) + kk * 32, 0, kGroup);
         wgmma_tf32<BQ>(part, big[f][kk], dq, kk == 0 ? 0 : 1);
         wgmma_tf32<BQ>(part, small[kk], dq, 1);
         wgmma_tf32<BQ>(part, big[f][kk], dq_small, 1);
       }
     }
     wgmma_commit();
-    const int done = s;
-    if (++s == kStages) s = 0, phase ^= 1;
+    const int done = ring.s;
+    ring.advance();
     return done;
   };
 

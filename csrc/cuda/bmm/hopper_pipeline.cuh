@@ -1,0 +1,79 @@
+// What the Hopper bmm kernels (bmm/hopper_kernel.cuh for bf16 / fp16, bmm/hopper_tf32_kernel.cuh for
+// float32) share: the persistent grid's walk over output tiles, and the producer's walk around the ring
+// of shared-memory stages, each guarded by a `full` barrier (the stage's TMA copies landed) and an
+// `empty` one (the consumers are done with it). Tile shapes are each kernel's (TileConfig, Tf32Config).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/bmm/sm90_ptx.cuh"
+#include "cuda/bmm/tile_order.cuh"
+
+namespace tiles::cuda::hopper {
+
+// Output tile `t` of the persistent walk -> (batch, tile row, tile column): batch by batch, each in
+// the grouped order of bmm/tile_order.cuh.
+struct TileCoord {
+  int64_t batch;
+  int tm, tn;
+};
+__device__ __forceinline__ TileCoord tile_coord(int64_t t, int tiles_m, int tiles_n) {
+  const int64_t per_batch = int64_t(tiles_m) * tiles_n;
+  // In 32 bits whenever the numbers fit, as they do for any walk of fewer than 2^31 tiles: the 64-bit
+  // division (even on nvcc's path for small operands) cost the short-K shapes, which take a new tile
+  // every k-block or two, 1.5-2% on the H100.
+  if ((t | per_batch) <= INT32_MAX) {  // both are >= 0: t counts from blockIdx.x, per_batch >= 1
+    const int t32 = int(t), per32 = int(per_batch);
+    const int bi = t32 / per32;
+    const TilePos pos = grouped_tile(t32 - bi * per32, tiles_m, tiles_n);
+    return {bi, pos.tm, pos.tn};
+  }
+  const int64_t bi = t / per_batch;
+  const TilePos pos = grouped_tile(int(t - bi * per_batch), tiles_m, tiles_n);
+  return {bi, pos.tm, pos.tn};
+}
+
+// A place in the ring of kStages stages: the stage, and the parity of the ring's lap, which is the
+// phase its barriers complete next. Every role walks the ring in the same order, one stage per k-block.
+template <int kStages>
+struct StageRing {
+  int s = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+};
+
+// The producer's walk around the ring: for each k-block of each tile this block computes (tiles
+// blockIdx.x, + gridDim.x, ...), wait until the consumers have freed the next stage, arm its `full`
+// barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
+template <int kStages, int BK, class Load>
+__device__ __forceinline__ void produce_stages(uint64_t* full, uint64_t* empty, uint32_t bytes, int64_t total_tiles,
+                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load) {
+  StageRing<kStages> ring;
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      mbarrier_wait(&empty[ring.s], ring.phase ^ 1);
+      mbarrier_arrive_expect_tx(&full[ring.s], bytes);
+      load(ring.s, tc, int(kb * BK));
+      ring.advance();
+    }
+  }
+}
+
+// The same walk for producer warps that work on each stage once its TMA copies have landed (the TF32
+// kernel's transposers and splitters): `work(stage)` for every k-block of every tile, in ring order.
+template <int kStages, class Work>
+__device__ __forceinline__ void on_landed_stages(uint64_t* full, int64_t total_tiles, int64_t k_blocks, Work&& work) {
+  StageRing<kStages> ring;
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      mbarrier_wait(&full[ring.s], ring.phase);
+      work(ring.s);
+      ring.advance();
+    }
+  }
+}
+
+}  // namespace tiles::cuda::hopper
