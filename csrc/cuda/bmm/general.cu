@@ -191,17 +191,11 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
   }
 }
 
-// How many ways to split K: enough blocks for about four per SM (a block has one slab's loads in flight
-// at a time: the other blocks of its SM hide what its arithmetic does not), each split at least
-// kMinSplitK deep (a slab of float32 accumulators, two of float64), and the partials (in the op-math type)
-// at most kMaxPartials elements. Small products want many short splits rather than one block per tile
-// walking all of K (NOTES.md, "General kernel and small float32 products").
-constexpr int64_t kMinSplitK = 64, kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
-int64_t k_splits(int64_t blocks, int64_t k, int64_t out_elements) {
-  const int64_t wanted = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
-  const int64_t by_depth = k / kMinSplitK, by_memory = kMaxPartials / std::max<int64_t>(out_elements, 1);
-  return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
-}
+// Split-K (fill_k_splits): about four blocks per SM (a block has one slab's loads in flight at a time:
+// the other blocks of its SM hide what its arithmetic does not), each split at least kMinSplitK deep (a
+// slab of float32 accumulators, two of float64). Small products want many short splits rather than one
+// block per tile walking all of K (NOTES.md, "General kernel and small float32 products").
+constexpr int64_t kMinSplitK = 64, kBlocksPerSm = 4;
 
 template <class scalar_t, int kTile>
 void launch(const BmmProblem& p) {
@@ -212,7 +206,7 @@ void launch(const BmmProblem& p) {
   const int64_t batch_blocks = std::min<int64_t>(p.batch, 65535);
   const int64_t total = p.batch * p.m * p.n;
   constexpr int64_t depth = kDepth<Acc>;
-  const int64_t splits = k_splits(tiles_m * tiles_n * batch_blocks, p.k, total);
+  const int64_t splits = fill_k_splits(tiles_m * tiles_n * batch_blocks, p.k, kMinSplitK, total, kBlocksPerSm);
   // Each split's k-range, whole k-slabs.
   const int64_t k_split = ((p.k + splits - 1) / splits + depth - 1) / depth * depth;
   const int64_t used = splits > 1 ? (p.k + k_split - 1) / k_split : 1;

@@ -1,5 +1,6 @@
-// Split-K's second step, shared by the kernels that split a product's K over blocks: each split writes
-// its partial outputs (in the op-math type) to its own slice of a buffer, and this sums them.
+// Split-K for the kernels that split a product's K over blocks (general, thin): how many ways to split,
+// and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
+// a buffer, and sum_splits adds them.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -7,6 +8,15 @@
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda {
+
+// How many ways to split K: enough blocks for about `blocks_per_sm` per SM, each split at least
+// `min_depth` deep, at most 64 splits, and the partials at most 2^23 elements.
+inline int64_t fill_k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64_t outputs, int64_t blocks_per_sm) {
+  constexpr int64_t kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
+  const int64_t wanted = (blocks_per_sm * int64_t(sm_count()) + blocks - 1) / blocks;
+  const int64_t by_depth = k / min_depth, by_memory = kMaxPartials / std::max<int64_t>(outputs, 1);
+  return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
+}
 
 // out[i] = the sum of the splits' partials at i (partials[s * total + i] for split s), in split order:
 // the same bits on every run.

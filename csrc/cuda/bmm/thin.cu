@@ -348,14 +348,6 @@ Narrow narrow_of(const BmmProblem& p) {
   return t;
 }
 
-// How many ways to split K: enough blocks for about eight per SM, each split at least `min_depth` deep,
-// the partials (in the op-math type) at most kMaxPartials elements.
-constexpr int64_t kMaxSplits = 64, kMaxPartials = int64_t(1) << 23;
-int64_t k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64_t outputs) {
-  const int64_t wanted = (8 * int64_t(sm_count()) + blocks - 1) / blocks;
-  const int64_t by_depth = k / min_depth, by_memory = kMaxPartials / std::max<int64_t>(outputs, 1);
-  return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
-}
 
 // The 16-byte vector width of A's loads along its unit-stride dim `unit` (k or rows), in elements, when
 // every vector starts 16-byte aligned (base, batch stride, the other dim's stride); else 1.
@@ -377,7 +369,7 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest) {
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
-  const int64_t splits = k_splits(row_blocks * batch_blocks, t.k, chunk, outputs);
+  const int64_t splits = fill_k_splits(row_blocks * batch_blocks, t.k, chunk, outputs, 8);  // ~8 blocks per SM
   t.k_split = ((t.k + splits - 1) / splits + chunk - 1) / chunk * chunk;  // whole chunks
   const int64_t used = std::max<int64_t>(1, (t.k + t.k_split - 1) / t.k_split);
   const dim3 grid{unsigned(row_blocks), unsigned(batch_blocks), unsigned(used)};
