@@ -86,6 +86,14 @@ __device__ __forceinline__ TileOrigin grouped_tile_origin(int b, int tiles_m, in
 }
 
 // Copies kBytes (16, 8 or 4) from global to shared memory, zero-filling past the first src_bytes.
+// `a` when kFirst, else `b`: the k-tile's accumulators, fresh or the running sum (a lambda returning
+// either by reference drew nvcc's "returning reference to local variable").
+template <bool kFirst, class A, class B>
+__device__ __forceinline__ auto& first_if(A& a, B& b) {
+  if constexpr (kFirst) return a;
+  else return b;
+}
+
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
@@ -281,10 +289,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
       const Elem* sa = smem + (kt % Cfg::kStages) * kStageElems;
       const Elem* sb = sa + TileA::kElems;
       Acc fresh[Atom::kFreshPerTile ? kAtomsM : 1][Atom::kFreshPerTile ? kAtomsN : 1][Atom::kAcc] = {};
-      auto& sum = [&]() -> auto& {
-        if constexpr (Atom::kFreshPerTile) return fresh;
-        else return acc;
-      }();
+      auto& sum = first_if<Atom::kFreshPerTile>(fresh, acc);
 #pragma unroll
       for (int kk = 0; kk < Cfg::BK; kk += Atom::K) {
         typename Atom::FragA fa[kAtomsM];
