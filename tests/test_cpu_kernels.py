@@ -227,6 +227,19 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     for dims in ([0], [1]):
         for fn in ("sum", "max"):
             assert_reduce_close(T.reduce(x, dims, fn), x, dims, fn)
+    # Rows of every length to 69 (each tail length; 8-vector blocks of 8 lanes) and around the 32-vector
+    # blocks of 4, 8 and 16 lanes: the padded last vector (zeros for sums, the row's last element for
+    # max / min) and a NaN there.
+    for n in list(range(1, 70)) + [127, 128, 129, 255, 256, 257, 300, 511, 512, 513, 530]:
+        r = rand_values((3, n), "real").to(dtype)
+        for fn in ("sum", "max", "min", "mean"):
+            assert_reduce_close(T.reduce(r, [1], fn), r, [1], fn)
+        neg, pos = -(r.abs() + 1), r.abs() + 1  # where a zero in the padding would win
+        assert_reduce_close(T.reduce(neg, [1], "max"), neg, [1], "max")
+        assert_reduce_close(T.reduce(pos, [1], "min"), pos, [1], "min")
+        r[1, n - 1] = float("nan")
+        for fn in ("max", "min"):
+            assert torch.isnan(T.reduce(r, [1], fn)).tolist() == [False, True, False], (n, fn)
     for ta in (False, True):
         for tb in (False, True):
             a = rand_values((3, 29, 300), "real").to(dtype)
