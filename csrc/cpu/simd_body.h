@@ -14,22 +14,19 @@ namespace tiles::cpu::TILES_ISA {
 namespace {
 
 constexpr int kBytes = TILES_VEC_BYTES;
-typedef float vf __attribute__((vector_size(kBytes)));
-typedef double vd __attribute__((vector_size(kBytes)));
-typedef int32_t vi __attribute__((vector_size(kBytes)));
-typedef int64_t vl __attribute__((vector_size(kBytes)));
-typedef uint32_t vu __attribute__((vector_size(kBytes)));
-typedef uint16_t vh __attribute__((vector_size(kBytes / 2)));  // one 16-bit value per float lane
-typedef float vfh __attribute__((vector_size(kBytes / 2)));    // one float per double lane
-typedef uint16_t vhq __attribute__((vector_size(kBytes / 4)));  // one 16-bit value per double lane
-typedef uint32_t vuh __attribute__((vector_size(kBytes / 2)));
-// The same shapes at B bytes, for loops that run narrower than the set's width.
+// Vectors of B bytes; the set's own width below, narrower ones for loops that run at fewer bytes.
 template <int B> struct Vec {
   typedef float f __attribute__((vector_size(B)));
   typedef double d __attribute__((vector_size(B)));
   typedef uint32_t u __attribute__((vector_size(B)));
   typedef uint16_t h __attribute__((vector_size(B / 2)));  // one 16-bit value per float lane
 };
+using vf = Vec<kBytes>::f;
+using vd = Vec<kBytes>::d;
+using vu = Vec<kBytes>::u;
+using vh = Vec<kBytes>::h;
+typedef int32_t vi __attribute__((vector_size(kBytes)));
+typedef int64_t vl __attribute__((vector_size(kBytes)));
 
 template <class T> struct VecOf;
 template <> struct VecOf<float> { using type = vf; using mask = vi; };
@@ -59,7 +56,8 @@ template <class To, class From> inline To widen(From v) {
 #if TILES_VEC_BYTES == 64
   // (The maskz forms with every lane set are the same instructions; the plain ones' undefined
   // pass-through trips GCC 12's -Wmaybe-uninitialized.)
-  if constexpr (sizeof(To) == 64 && std::is_same_v<elem_t<To>, double>) return (To)_mm512_maskz_cvtps_pd(0xff, (__m256)v);
+  if constexpr (sizeof(To) == 64 && std::is_same_v<elem_t<To>, double>)
+    return (To)_mm512_maskz_cvtps_pd(0xff, (__m256)v);
   if constexpr (sizeof(To) == 64 && std::is_same_v<elem_t<To>, uint32_t>)
     return (To)_mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)v);
 #endif
@@ -69,8 +67,9 @@ template <class To, class From> inline To widen(From v) {
 inline vh narrow(vu v) {
 #if TILES_VEC_BYTES == 64
   return (vh)_mm512_maskz_cvtepi32_epi16(0xffff, (__m512i)v);
-#endif
+#else
   return __builtin_convertvector(v, vh);
+#endif
 }
 
 // The low and high halves of v's lanes, by register shuffles where the compiler has
@@ -506,18 +505,8 @@ template <ReduceFn F, class V> inline V vcombine(V a, V b) {
 
 // lanes<double> elements of S, unit stride, as doubles.
 template <class S> inline vd load_d(const S* p) {
-  if constexpr (std::is_same_v<S, double>) {
-    return vload<vd>(p);
-  } else if constexpr (std::is_same_v<S, float>) {
-    return widen<vd>(vload<vfh>(p));
-  } else if constexpr (std::is_same_v<S, c10::BFloat16>) {
-    const vuh bits = widen<vuh>(vload<vhq>(p)) << 16;
-    return widen<vd>((vfh)bits);
-  } else {
-    vd v{};
-    for (int l = 0; l < lanes<double>; ++l) v[l] = double(float(p[l]));
-    return v;
-  }
+  if constexpr (std::is_same_v<S, double>) return vload<vd>(p);
+  else return widen<vd>(load_floats<kBytes / 2>(p));  // exact: every S value is a float
 }
 
 // The lanes of v combined by op in halves: log2(lanes) dependent steps instead of lanes - 1.

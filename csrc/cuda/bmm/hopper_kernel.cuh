@@ -20,9 +20,9 @@
 // 128-wide tile in one group, a 256-wide one in two (a whole-tile buffer would take 64 KiB, one operand
 // stage). The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor
 // cores do not wait for the epilogue; a tile of no more k-blocks than groups is stored right after its
-// mainloop. Or, when the kernel is a write stream, the consumer's own threads
-// copy the buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte
-// multiples (N % 8 != 0) neither can address it, and the consumers store straight from registers.
+// mainloop. Or, when the kernel is a write stream, the consumer's own threads copy the buffers out with
+// evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither
+// can address it, and the consumers store straight from registers.
 #pragma once
 
 #include <cuda_bf16.h>

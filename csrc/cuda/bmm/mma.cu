@@ -79,7 +79,7 @@ int kernel_copy_width(const BmmProblem& p, const MatrixLayout& a, const MatrixLa
 // at a time: 1.08 us for three, 0.80 for two, 0.49 for one alone (fitted to 2048 x 1024 x 4096 and
 // 768 x 2304 x 8192), plus the partials' round trip through memory and the summing launch; a split
 // must save a tenth, since the model's tail estimate is rough. Few tiles over a long K take this rather
-// than the general kernel's split-K (bmm/bmm.cu), at under half its time (NOTES.md, fp64).
+// than the general kernel's split-K (bmm/general.cu), at under half its time (NOTES.md, fp64).
 int f64_k_splits(int64_t tiles, int64_t k_tiles, int64_t outputs, int sms) {
   constexpr int kMaxSplits = 16, kBlocksPerSm = 3;
   constexpr int64_t kMinKTiles = 8, kMaxPartials = int64_t(1) << 24;
