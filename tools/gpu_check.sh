@@ -2,7 +2,8 @@
 # One call on a GPU machine (the device tool): build the CUDA extension, run the whole test suite with
 # the CUDA tests, optionally run the benchmarks, and print a short summary last.
 #   tools/gpu_check.sh [pytest args...]   default: tests -m 'not big'; e.g. tools/gpu_check.sh tests/test_bmm.py
-# Env: BENCH="--quick" (or BENCH="" for every case) runs `python benchmarks/run.py $BENCH` after the tests.
+# Env: SKIP_BUILD=1 reuses the build installed by an earlier call on the same (warm) machine.
+# BENCH="--quick" (or BENCH="" for every case) runs `python benchmarks/run.py $BENCH` after the tests.
 # Logs go to $OUT (the device tool's folder that comes back) or /tmp/tiles_out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,14 +16,18 @@ torch_v=$(python -c "import torch; print(torch.__version__)")
 echo "gpu: $gpu | torch $torch_v | commit $(git -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo none)"
 
 t0=$(date +%s)
-if ! python -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+if [ "${SKIP_BUILD:-0}" = 1 ]; then
+  echo "reusing the installed build"
+elif ! python -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
   grep -E "error|Error" "$OUT/build.log" | head -40
   echo "SUMMARY: build FAILED after $(( $(date +%s) - t0 ))s (see build.log)"
   exit 1
 fi
 build_s=$(( $(date +%s) - t0 ))
-grep "torch_tiles: building" "$OUT/build.log"
-grep -E "registers|spill|stack frame" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5 >"$OUT/ptxas.txt" || true
+if [ -f "$OUT/build.log" ]; then
+  grep "torch_tiles: building" "$OUT/build.log"
+  grep -E "registers|spill|stack frame" "$OUT/build.log" | sort | uniq -c | sort -rn | head -5 >"$OUT/ptxas.txt" || true
+fi
 
 # `python -P` keeps the source tree off sys.path, so `import torch_tiles` finds the installed build.
 python -P -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
