@@ -197,7 +197,7 @@ def layout_is_strided(x):
 def is_dense(t):
     """Non-overlapping and dense, checked by brute force: the element offsets of ``t`` (relative to its
     storage offset) are exactly 0 .. numel-1, each once. (An independent check of what
-    at::Tensor::is_non_overlapping_and_dense() and torch_tiles/_fake.py compute from strides.)"""
+    at::Tensor::is_non_overlapping_and_dense() computes from strides.)"""
     offsets = torch.zeros((), dtype=torch.int64)
     for size, stride in zip(t.shape, t.stride()):
         offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride

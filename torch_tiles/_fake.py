@@ -28,30 +28,10 @@ def _check_same_device(op, a, b, names=("a", "b")):
                            f"{a.device} and {b.device}")
 
 
-def _non_overlapping_and_dense(t):
-    """at::Tensor::is_non_overlapping_and_dense(): some order of t's dims is contiguous.
-
-    Written out (rather than taken from torch._prims_common, whose name changed between releases) as
-    c10 computes it: an empty tensor counts as contiguous, and dims of size 1 are ignored."""
-    sizes, strides = t.shape, t.stride()
-    if t.numel() == 0:
-        return True
-    dims = sorted((d for d in range(t.dim()) if sizes[d] >= 2), key=lambda d: strides[d])
-    expected = 1
-    for d in dims:
-        if strides[d] != expected:
-            return False
-        expected *= sizes[d]
-    return True
-
-
 def _empty_like_first_dense(shape, dtype, *candidates):
-    """The output layout rule of map and zip (csrc/binding/problems.cpp, empty_like_first_dense): the strides
-    of the first candidate of the output's shape that is non-overlapping and dense, else contiguous."""
-    for t in candidates:
-        if t.shape == shape and _non_overlapping_and_dense(t):
-            return t.new_empty_strided(shape, t.stride(), dtype=dtype)
-    return candidates[0].new_empty(shape, dtype=dtype)
+    """The output layout rule of map, zip and their gradients, from C++ (binding/problems.h,
+    empty_like_first_dense), so that the fake and real strides cannot drift apart."""
+    return torch.ops.tiles._empty_like_first_dense(shape, dtype, list(candidates))
 
 
 def reduced_dims(x, dim):

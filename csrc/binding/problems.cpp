@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/result_type_native.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <initializer_list>
@@ -13,6 +14,21 @@
 #include "binding/indexer.h"
 
 namespace tiles {
+
+template <class T>
+at::Tensor empty_like_first_dense(c10::ArrayRef<T> shape, const at::TensorOptions& options,
+                                  c10::ArrayRef<const at::Tensor*> candidates) {
+  for (const at::Tensor* t : candidates) {
+    c10::TensorImpl* impl = t->unsafeGetTensorImpl();
+    if (impl->generic_sizes<T>() == shape && impl->is_non_overlapping_and_dense())
+      return at::symint::empty_strided<T>(shape, impl->generic_strides<T>(), options);
+  }
+  return at::symint::empty<T>(shape, options);
+}
+template at::Tensor empty_like_first_dense(c10::IntArrayRef, const at::TensorOptions&, c10::ArrayRef<const at::Tensor*>);
+template at::Tensor empty_like_first_dense(c10::SymIntArrayRef, const at::TensorOptions&,
+                                           c10::ArrayRef<const at::Tensor*>);
+
 namespace {
 
 template <class Fn, size_t N>
@@ -68,15 +84,9 @@ Dims permuted(c10::IntArrayRef v, c10::IntArrayRef perm) {
   return out;
 }
 
-// The output layout rule of map and zip (README "API"; torch_tiles/_fake.py repeats it): the strides
-// of the first candidate that has the output's shape and is non-overlapping and dense, so that
-// map(x.t()) writes in x.t()'s order; none: contiguous. Candidates are the inputs in argument order.
 at::Tensor empty_like_first_dense(c10::IntArrayRef shape, const at::TensorOptions& options,
                                   std::initializer_list<const at::Tensor*> candidates) {
-  for (const at::Tensor* t : candidates)
-    if (t->sizes() == shape && t->is_non_overlapping_and_dense())
-      return at::empty_strided(shape, t->strides(), options);
-  return at::empty(shape, options);
+  return tiles::empty_like_first_dense<int64_t>(shape, options, candidates);
 }
 
 void check_same_device(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
@@ -274,3 +284,15 @@ ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a
 }
 
 }  // namespace tiles
+
+// The layout rule for torch_tiles/_fake.py. Composite: under a fake mode it runs with that mode's
+// tensors, so its empty_strided makes the fake output.
+TORCH_LIBRARY_IMPL(tiles, CompositeImplicitAutograd, m) {
+  m.impl("_empty_like_first_dense",
+         [](c10::SymIntArrayRef shape, at::ScalarType dtype, at::TensorList candidates) {
+           TILES_CHECK(!candidates.empty(), "tiles::_empty_like_first_dense: argument 'candidates' is empty");
+           c10::SmallVector<const at::Tensor*, 4> pointers;
+           for (const at::Tensor& t : candidates) pointers.push_back(&t);
+           return tiles::empty_like_first_dense<c10::SymInt>(shape, candidates[0].options().dtype(dtype), pointers);
+         });
+}

@@ -5,7 +5,7 @@
 // strided plan. The backend then only launches kernels on it. Host-only code.
 //
 // Outputs of reduce and bmm are contiguous. map and zip give theirs the layout of an input (the
-// rule is in problems.cpp, empty_like_first_dense), which may be a permutation of contiguous; their
+// rule is empty_like_first_dense, below), which may be a permutation of contiguous; their
 // indexers then walk the output's dims in memory order, so for the kernels the output is always
 // the dense array out.data_ptr()[0, numel) and linear position i of `in` is its element i.
 #pragma once
@@ -91,6 +91,15 @@ ZipFn check_zip_grad_args(const at::Tensor& grad, const at::Tensor& a, const at:
 MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn);
 ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b,
                                      std::string_view fn, int64_t which);
+
+// The output layout rule of map, zip and their gradients (README "API"): the strides of the first
+// candidate that has the output's shape and is non-overlapping and dense, so that map(x.t()) writes
+// in x.t()'s order; none: contiguous. Candidates are the inputs in argument order. The one copy of
+// the rule: the fake kernels call it through tiles::_empty_like_first_dense. T: int64_t (the kernels)
+// or c10::SymInt (the fake kernels, whose sizes may be symbolic: comparing them adds guards).
+template <class T>
+at::Tensor empty_like_first_dense(c10::ArrayRef<T> shape, const at::TensorOptions& options,
+                                  c10::ArrayRef<const at::Tensor*> candidates);
 
 Dtype to_dtype(at::ScalarType t);
 

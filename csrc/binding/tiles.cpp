@@ -34,6 +34,9 @@ TORCH_LIBRARY(tiles, m) {
   // bmm through one named CUDA kernel path ("hopper", "mma" or "general"); an error if that path
   // cannot take the operands. For tests that cover every path on one GPU; not part of the API.
   m.def("_bmm_on_path(Tensor a, Tensor b, str path) -> Tensor");
+  // An empty output of map's / zip's layout rule for these candidates (binding/problems.h), on the
+  // first candidate's device: what the fake kernels allocate. Internal.
+  m.def("_empty_like_first_dense(SymInt[] shape, ScalarType dtype, Tensor[] candidates) -> Tensor");
 }
 
 namespace {
