@@ -50,12 +50,9 @@ inline uint16_t bf16_bits(float f) {  // c10::BFloat16's round to nearest even, 
 }
 
 // Lane-wise widening conversions (float -> double, uint16 -> uint32). GCC 12 lowers a 512-bit one as
-// two 256-bit conversions and an insert, a large part of a bf16 loop, and 4 floats -> 4 doubles as two
-// 2-lane conversions and an insert; the one instruction is written out.
+// two 256-bit conversions and an insert, a large part of a bf16 loop; AVX-512's one instruction is
+// written out.
 template <class To, class From> inline To widen(From v) {
-#if TILES_VEC_BYTES >= 32
-  if constexpr (sizeof(To) == 32 && std::is_same_v<elem_t<To>, double>) return (To)_mm256_cvtps_pd((__m128)v);
-#endif
 #if TILES_VEC_BYTES == 64
   // (The maskz forms with every lane set are the same instructions; the plain ones' undefined
   // pass-through trips GCC 12's -Wmaybe-uninitialized.)
