@@ -7,7 +7,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -84,11 +83,6 @@ Dims permuted(c10::IntArrayRef v, c10::IntArrayRef perm) {
   return out;
 }
 
-at::Tensor empty_like_first_dense(c10::IntArrayRef shape, const at::TensorOptions& options,
-                                  std::initializer_list<const at::Tensor*> candidates) {
-  return tiles::empty_like_first_dense<int64_t>(shape, options, candidates);
-}
-
 void check_same_device(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
                        const at::Tensor& b) {
   TILES_CHECK(a.device() == b.device(), op, ": arguments '", arg_a, "' and '", arg_b,
@@ -114,7 +108,7 @@ MapProblem make_map_problem(const at::Tensor& x, std::string_view fn) {
   constexpr const char* op = "tiles::map";
   const MapFn f = parse_fn<MapFn>(op, fn, kMapFnNames);
   check_float(op, "x", x);
-  at::Tensor out = empty_like_first_dense(x.sizes(), x.options(), {&x});
+  at::Tensor out = empty_like_first_dense<int64_t>(x.sizes(), x.options(), {&x});
   // The indexer walks the output in memory order: over the dims sorted by out's strides, out is
   // contiguous, so linear position i is out's element i (what the kernels write) and x, when it
   // gave out its strides, coalesces to one unit-stride dim (the flat path).
@@ -131,7 +125,7 @@ ZipProblem make_zip_problem(const at::Tensor& a, const at::Tensor& b, std::strin
   check_same_device(op, a, b);
   const auto shape = broadcast_shape(op, a, b);
   const auto dtype = at::native::result_type(a, b);  // the rule of at::result_type, without its dispatch
-  at::Tensor out = empty_like_first_dense(shape, a.options().dtype(dtype), {&a, &b});
+  at::Tensor out = empty_like_first_dense<int64_t>(shape, a.options().dtype(dtype), {&a, &b});
   const auto perm = memory_order(out.strides());  // as in make_map_problem
   auto in = make_indexer<2>(op, permuted(shape, perm),
                             {permuted(broadcast_strides(shape, a.sizes(), a.strides()), perm),
@@ -244,7 +238,7 @@ MapFn check_map_grad_args(const at::Tensor& grad, const at::Tensor& saved, std::
 MapGradProblem make_map_grad_problem(const at::Tensor& grad, const at::Tensor& saved, std::string_view fn) {
   const MapFn f = check_map_grad_args(grad, saved, fn);
   // The gradient takes the layout of the input it belongs to (saved is x or x's output, which has x's).
-  at::Tensor out = empty_like_first_dense(grad.sizes(), grad.options(), {&saved, &grad});
+  at::Tensor out = empty_like_first_dense<int64_t>(grad.sizes(), grad.options(), {&saved, &grad});
   const auto perm = memory_order(out.strides());  // as in make_map_problem
   auto in = make_indexer<2>("tiles::_map_backward", permuted(grad.sizes(), perm),
                             {permuted(grad.strides(), perm), permuted(saved.strides(), perm)});
@@ -273,7 +267,7 @@ ZipGradProblem make_zip_grad_problem(const at::Tensor& grad, const at::Tensor& a
   const ZipFn f = check_zip_grad_args(grad, a, b, fn, which);
   const c10::IntArrayRef shape = grad.sizes();  // the broadcast shape (checked)
   const at::Tensor& self = which == 0 ? a : b;
-  at::Tensor out = empty_like_first_dense(shape, grad.options(), {&self, &grad});
+  at::Tensor out = empty_like_first_dense<int64_t>(shape, grad.options(), {&self, &grad});
   const auto perm = memory_order(out.strides());
   auto in = make_indexer<3>("tiles::_zip_backward", permuted(shape, perm),
                             {permuted(grad.strides(), perm),

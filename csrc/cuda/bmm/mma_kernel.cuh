@@ -85,7 +85,6 @@ __device__ __forceinline__ TileOrigin grouped_tile_origin(int b, int tiles_m, in
   return {int64_t(t.tm) * bm, int64_t(t.tn) * bn};
 }
 
-// Copies kBytes (16, 8 or 4) from global to shared memory, zero-filling past the first src_bytes.
 // `a` when kFirst, else `b`: the k-tile's accumulators, fresh or the running sum (a lambda returning
 // either by reference drew nvcc's "returning reference to local variable").
 template <bool kFirst, class A, class B>
@@ -94,6 +93,7 @@ __device__ __forceinline__ auto& first_if(A& a, B& b) {
   else return b;
 }
 
+// Copies kBytes (16, 8 or 4) from global to shared memory, zero-filling past the first src_bytes.
 template <int kBytes>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));

@@ -348,7 +348,6 @@ Narrow narrow_of(const BmmProblem& p) {
   return t;
 }
 
-
 // The 16-byte vector width of A's loads along its unit-stride dim `unit` (k or rows), in elements, when
 // every vector starts 16-byte aligned (base, batch stride, the other dim's stride); else 1.
 template <class scalar_t>
