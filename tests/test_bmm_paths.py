@@ -52,12 +52,13 @@ def mma_expected():
     return True
 
 
-def assert_tile(a, b, wide):
-    """The Hopper kernel's output tile for a and b: 128 x 256 when `wide`, else 128 x 128. Checked on
-    132 SMs (H100 SXM, H200), where the shapes of these tests were worked out against the tile-width rule
-    (bmm/hopper.cu `plan`); the rule counts waves over the SMs, so elsewhere a shape may change width."""
+def assert_tile(a, b, width):
+    """The Hopper kernel's output tile for a and b: 128 x `width`. Checked on 132 SMs (H100 SXM, H200),
+    where the shapes of these tests were worked out against the tile-width rule (bmm/hopper.cu `plan`:
+    the narrowest of 128, 192 and 256 columns that takes no more waves over the SMs than 256); the
+    rule counts waves, so elsewhere a shape may change width."""
     if torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count == 132:
-        assert torch.ops.tiles._bmm_tile(a, b) == ("128x256" if wide else "128x128")
+        assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
 # Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds or of fewer
@@ -119,9 +120,10 @@ def operand(layout, batch, rows, cols, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
-# last two take fewer waves at 256-wide tiles (432 tiles against 792 at 128-wide: 4 waves against 6 on
-# 132 SMs; 180 against 330: 2 against 3), so they run the 256-wide kernel, the others the 128-wide one;
-# the last one (N = 1290) stores directly.
+# last four take fewer waves at wider tiles, so they run the 192- and 256-wide kernels, the others the
+# 128-wide one (on 132 SMs: 504 tiles of 192 columns against 432 of 256 and 792 of 128, 4 waves against 4
+# and 6; 210 against 180 and 330, 2 waves against 2 and 3; 432 of 192 against 288 of 256, 4 waves
+# against 3; 180 against 120, 2 against 1); N = 1290 and N = 1002 store directly.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -132,7 +134,10 @@ SHAPES = [
     (5, 37, 130, 24),
     (12, 700, 1288, 136),
     (10, 300, 1290, 200),
+    (12, 700, 1000, 136),
+    (10, 300, 1002, 200),
 ]
+TILE_WIDTH = {SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
 
@@ -147,7 +152,7 @@ def test_hopper_path(dtype, shape, layouts):
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
-    assert_tile(a, b, wide=shape in SHAPES[-2:])
+    assert_tile(a, b, TILE_WIDTH.get(shape, 128))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -175,16 +180,21 @@ def test_hopper_path_many_tiles_and_batches():
 
 
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
-# groups at 256-wide tiles, one at 128-wide) unless K has no more k-blocks than the tile has groups; then
-# it is stored right after its mainloop. In both shapes every block walks at least two tiles, over
-# several tile columns, with edge tiles in M and N: 12 x 520 x 1032 (300 tiles at 256-wide, 3 waves on
-# 132 SMs, against 5 at 128-wide) runs 256-wide tiles, where K <= 128 stores right away and 200 and 264
-# are held; 44 x 250 x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where
-# K <= 64 stores right away and 72 (the second k-block partial) and up are held.
+# groups at 256-wide tiles, three at 192-wide, one at 128-wide) unless K has no more k-blocks than the
+# tile has groups; then it is stored right after its mainloop. In every shape each block walks at least
+# two tiles, over several tile columns, with edge tiles in M and N (on 132 SMs): 14 x 520 x 1000 (280
+# tiles at 256-wide, 3 waves, against 4 at 192-wide) runs 256-wide tiles, where K <= 128 stores right
+# away and 200 and 264 are held; 12 x 520 x 1032 (360 tiles at 192-wide: 3 waves, as at 256-wide, against
+# 5 at 128-wide) runs 192-wide ones, where K <= 192 stores right away and 200 and 264 are held; 44 x 250
+# x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where K <= 64 stores right
+# away and 72 (the second k-block partial) and up are held.
+STORE_WALKS = {(14, 520, 1000): 256, (12, 520, 1032): 192, (44, 250, 264): 128}
+
+
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
 @pytest.mark.parametrize("k", [40, 64, 72, 128, 200, 264])
-@pytest.mark.parametrize("batch_m_n", [(12, 520, 1032), (44, 250, 264)], ids=["256-wide", "128-wide"])
+@pytest.mark.parametrize("batch_m_n", list(STORE_WALKS), ids=[f"{w}-wide" for w in STORE_WALKS.values()])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     hopper_expected()
@@ -192,8 +202,25 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
-    assert_tile(a, b, wide=n == 1032)
+    assert_tile(a, b, STORE_WALKS[batch_m_n])
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# The tile-width rule on training shapes (132 SMs; metadata only, nothing is multiplied): 8192 x 768 is
+# 192 tiles of 256 columns, two waves whose second is half idle, and 256 of 192 columns, two full ones;
+# the weight gradient 768 x 3072 is 72 tiles of 256 (one wave on half the SMs) and 96 of 192; 4096^2
+# keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 and equal waves take 128.
+@requires_cuda
+@pytest.mark.parametrize("batch_m_n, width", [((1, 8192, 768), 192), ((1, 768, 3072), 192), ((1, 4096, 4096), 256),
+                                              ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_hopper_tile_widths(batch_m_n, width):
+    hopper_expected()
+    batch, m, n = batch_m_n
+    a = torch.empty(batch, m, 512, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty(batch, 512, n, dtype=torch.bfloat16, device="cuda")
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert_tile(a, b, width)
 
 
 def batches_to_fill(m, n, dtype, times):
@@ -204,19 +231,19 @@ def batches_to_fill(m, n, dtype, times):
 
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
-@pytest.mark.parametrize("n", [2056, 120], ids=["256-wide", "128-wide"])
+@pytest.mark.parametrize("n, width", [(2056, 256), (184, 192), (120, 128)], ids=["256-wide", "192-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_streaming_store(dtype, n, layouts):
+def test_hopper_streaming_store(dtype, n, width, layouts):
     # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
-    # evict-first stores instead of TMA's, from 256-wide tiles, or 128-wide ones when N <= 128; edge
-    # tiles in M and N
+    # evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones when 128 < N <= 192 (as many
+    # waves as 256-wide), or 128-wide ones when N <= 128; edge tiles in M and N
     hopper_expected()
     m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)
     a = operand(layouts[0], batch, m, k, dtype)
     b = operand(layouts[1], batch, k, n, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
-    assert_tile(a, b, wide=n > 128)
+    assert_tile(a, b, width)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 

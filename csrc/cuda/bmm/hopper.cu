@@ -1,5 +1,7 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
+#include <cstdlib>
+
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -23,6 +25,16 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
   if (ta) return launch<T, BN, true, false>(ma, mb, mc, c, s, grid);
   if (tb) return launch<T, BN, false, true>(ma, mb, mc, c, s, grid);
   launch<T, BN, false, false>(ma, mb, mc, c, s, grid);
+}
+
+template <class T>
+void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
+                  const GemmShape& s, int grid, int bn) {
+  switch (bn) {
+    case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid);
+    case 192: return launch_layouts<T, 192>(ma, mb, mc, ta, tb, c, s, grid);
+    default: return launch_layouts<T, 128>(ma, mb, mc, ta, tb, c, s, grid);
+  }
 }
 
 }  // namespace
@@ -50,13 +62,17 @@ struct Plan {
 };
 
 Plan plan(const BmmProblem& p) {
-  // Tile width: a 128-wide tile takes about 0.7 of a 256-wide one's time, not half, so 128-wide tiles
-  // only when N <= 128 or when they take no more waves over the SMs; short K too (NOTES.md, "Launch
-  // rules: the measurements behind them").
+  // Tile width: the narrowest that takes no more waves over the SMs than 256-wide tiles. A narrower
+  // tile takes less time, but not in proportion (128-wide about 0.7 of a 256-wide one's), so it pays
+  // only where it fills the same waves: N <= 128, or outputs whose last 256-wide wave is partly idle
+  // (8192 x 768: 192 tiles of 256 on 132 SMs, two waves of 192-wide; NOTES.md, "Launch rules: the
+  // measurements behind them").
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
-  const int bn = p.n > 128 && waves(128) > waves(256) ? 256 : 128;
+  int bn = 256;
+  for (const int width : {192, 128})
+    if (waves(width) <= waves(256) && !(width == 192 && std::getenv("TILES_TMP_NO_192"))) bn = width;  // TMP A/B knob
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
@@ -74,7 +90,13 @@ Plan plan(const BmmProblem& p) {
 
 bool streams_output(const BmmProblem& p) { return plan(p).store == Store::streaming; }
 
-const char* tile(const BmmProblem& p) { return plan(p).bn == 256 ? "128x256" : "128x128"; }
+const char* tile(const BmmProblem& p) {
+  switch (plan(p).bn) {
+    case 256: return "128x256";
+    case 192: return "128x192";
+    default: return "128x128";
+  }
+}
 
 void bmm(const BmmProblem& p) {
   const OperandLayout la = layout_a(p), lb = layout_b(p);
@@ -93,13 +115,9 @@ void bmm(const BmmProblem& p) {
   if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
-    auto* c = reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr());
-    bn == 256 ? launch_layouts<__nv_bfloat16, 256>(ma, mb, mc, ta, tb, c, s, grid)
-              : launch_layouts<__nv_bfloat16, 128>(ma, mb, mc, ta, tb, c, s, grid);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn);
   } else {
-    auto* c = reinterpret_cast<__half*>(p.out.data_ptr());
-    bn == 256 ? launch_layouts<__half, 256>(ma, mb, mc, ta, tb, c, s, grid)
-              : launch_layouts<__half, 128>(ma, mb, mc, ta, tb, c, s, grid);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bn);
   }
 }
 

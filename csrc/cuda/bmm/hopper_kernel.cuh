@@ -15,14 +15,15 @@
 // zero-filled by TMA, so edge tiles need no special case.
 //
 // Epilogue (Store, chosen by bmm/hopper.cu): each consumer converts its 64 x BN floats to the output
-// type, two per register, and stages them in two 8 KiB swizzled shared buffers (one 64-column box
-// each) for TMA stores, which clip at the matrix edges and drain while the consumer goes on: a
-// 128-wide tile in one group, a 256-wide one in two (a whole-tile buffer would take 64 KiB, one operand
-// stage). The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor
-// cores do not wait for the epilogue; a tile of no more k-blocks than groups is stored right after its
-// mainloop. Or, when the kernel is a write stream, the consumer's own threads copy the buffers out with
-// evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither
-// can address it, and the consumers store straight from registers.
+// type, two per register, and stages them in 8 KiB swizzled shared buffers (one 64-column box each)
+// for TMA stores, which clip at the matrix edges and drain while the consumer goes on: a 128-wide tile
+// in one group of two buffers, a 192-wide one in three groups of one, a 256-wide one in two groups of
+// two (a whole-tile buffer would take 64 KiB, one operand stage). The groups are staged during the next
+// tile's first k-blocks, one per k-block, so the tensor cores do not wait for the epilogue; a tile of
+// no more k-blocks than groups is stored right after its mainloop. Or, when the kernel is a write
+// stream, the consumer's own threads copy the buffers out with evict-first 16-byte stores. When the
+// output's rows are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store
+// straight from registers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,19 +52,20 @@ struct GemmShape {
 
 template <int BN>
 struct TileConfig {
-  // The stage sizes, store groups (whole pairs of 64-column chunks) and wgmma widths assume these two.
-  static_assert(BN == 128 || BN == 256, "Hopper bmm tiles are 128 or 256 columns wide");
+  // The stage sizes, store groups (whole 64-column chunks) and wgmma widths assume these three.
+  static_assert(BN == 128 || BN == 192 || BN == 256, "Hopper bmm tiles are 128, 192 or 256 columns wide");
   static constexpr int BM = 128, BK = 64;
   static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = BM * BK * 2;          // 16 KiB
-  static constexpr int kBBytes = BN * BK * 2;          // 16 or 32 KiB
+  static constexpr int kBBytes = BN * BK * 2;          // 16, 24 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
-  // Output chunk buffers per consumer: two, one store group. At BN = 256 that is half a tile, and
-  // leaves room for a 4th stage, which long K wants; at BN = 128 a whole tile in one group (faster than
-  // chunk by chunk).
-  static constexpr int kCBuffers = 2;
+  // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
+  // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
+  // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers), which
+  // leaves room for a 5th stage.
+  static constexpr int kCBuffers = BN == 192 ? 1 : 2;
   static constexpr int kStoreGroups = BN / 64 / kCBuffers;
   static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
   static constexpr int kStages = BN == 256 ? 4 : 5;    // as deep as the rest of 227 KiB allows
@@ -78,9 +80,11 @@ __device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db)
   constexpr int ta = kTransA, tb = kTransB;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if constexpr (BN == 256) wgmma_m64n256k16_bf16<ta, tb>(acc, da, db, 1);
+    else if constexpr (BN == 192) wgmma_m64n192k16_bf16<ta, tb>(acc, da, db, 1);
     else wgmma_m64n128k16_bf16<ta, tb>(acc, da, db, 1);
   } else {
     if constexpr (BN == 256) wgmma_m64n256k16_f16<ta, tb>(acc, da, db, 1);
+    else if constexpr (BN == 192) wgmma_m64n192k16_f16<ta, tb>(acc, da, db, 1);
     else wgmma_m64n128k16_f16<ta, tb>(acc, da, db, 1);
   }
 }
@@ -309,7 +313,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // held only when it has more k-blocks than groups, so every group is out before `packed` is
   // rewritten. Otherwise the tile is stored right after its mainloop: there is no mainloop to hide it
   // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. So a tile of at most
-  // kGroups k-blocks (K <= 64 at 128-wide tiles, K <= 128 at 256-wide) is stored at once.
+  // kGroups k-blocks (K <= 64 at 128-wide tiles, 128 at 256-wide, 192 at 192-wide) is stored at once.
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;

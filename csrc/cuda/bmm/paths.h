@@ -57,7 +57,7 @@ void bmm(const BmmProblem& p);
 // Whether the kernel writes p's output with the threads' evict-first stores (short K, an output larger
 // than L2) rather than TMA's (bmm/hopper.cu).
 bool streams_output(const BmmProblem& p);
-// The output tile the kernel would use for p, "128x256" or "128x128" (bmm/hopper.cu `plan`).
+// The output tile the kernel would use for p, "128x256", "128x192" or "128x128" (bmm/hopper.cu `plan`).
 const char* tile(const BmmProblem& p);
 }  // namespace hopper
 
