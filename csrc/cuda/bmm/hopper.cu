@@ -1,7 +1,5 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
-#include <cstdlib>
-
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -72,7 +70,7 @@ Plan plan(const BmmProblem& p) {
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
   int bn = 256;
   for (const int width : {192, 128})
-    if (waves(width) <= waves(256) && !(width == 192 && std::getenv("TILES_TMP_NO_192"))) bn = width;  // TMP A/B knob
+    if (waves(width) <= waves(256)) bn = width;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
