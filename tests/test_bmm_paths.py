@@ -171,7 +171,7 @@ def test_hopper_path_batch_broadcast(dtype):
 
 @requires_cuda
 def test_hopper_path_many_tiles_and_batches():
-    # more tiles than multiprocessors (175 of 256 wide on 132): blocks walk tiles of several batches
+    # more tiles than multiprocessors (210 of 192 wide on 132): blocks walk tiles of several batches
     hopper_expected()
     a = make_tensor((7, 520, 264), torch.bfloat16, "cuda")
     b = make_tensor((7, 264, 1032), torch.bfloat16, "cuda")
@@ -231,12 +231,12 @@ def batches_to_fill(m, n, dtype, times):
 
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
-@pytest.mark.parametrize("n, width", [(2056, 256), (184, 192), (120, 128)], ids=["256-wide", "192-wide", "128-wide"])
+@pytest.mark.parametrize("n, width", [(2056, 256), (376, 192), (120, 128)], ids=["256-wide", "192-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_streaming_store(dtype, n, width, layouts):
     # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
-    # evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones when 128 < N <= 192 (as many
-    # waves as 256-wide), or 128-wide ones when N <= 128; edge tiles in M and N
+    # evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones where they take as many waves
+    # (N = 376: two tile columns at either width), or 128-wide ones when N <= 128; edge tiles in M and N
     hopper_expected()
     m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)

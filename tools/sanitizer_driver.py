@@ -86,14 +86,15 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, every tile width, both epilogues (N % 8 == 0: TMA
-# stores; otherwise direct stores from padded operands), a broadcast batch; in the last three (on 132
-# SMs: 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns, as many waves as at 256
-# and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192) every block walks at least
-# two tiles and stages each tile's stores during the next one's k-blocks.
-WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 136, 520): "128x192", (14, 520, 136, 1000): "128x256"}
+# stores; otherwise direct stores from padded operands, 192-wide at 10 x 300 x 1290), a broadcast batch;
+# in the last three (on 132 SMs: 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns,
+# as many waves as at 256 and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192)
+# every block walks at least two tiles and, with more k-blocks than the tile has store groups (2, 4 and
+# 3 against 1, 3 and 2), stages each tile's stores during the next one's k-blocks.
+WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 136, 1000): "128x256"}
 sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
 for dtype in (torch.bfloat16, torch.float16):
-    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), *WALK_TILES]:
+    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290), *WALK_TILES]:
         kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
         a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
         a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
@@ -114,8 +115,8 @@ for dtype in (torch.bfloat16, torch.float16):
                   2e-2 * k ** 0.5)
 
 # The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
-# and in N at 256- and 192-wide tiles; N <= 128 takes 128-wide ones).
-for n in ((2056, 184, 120) if dev == "cuda" else ()):
+# and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones).
+for n in ((2056, 376, 120) if dev == "cuda" else ()):
     mm, k = 1000, 72
     b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
     a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)

@@ -68,7 +68,7 @@ struct TileConfig {
   static constexpr int kCBuffers = BN == 192 ? 1 : 2;
   static constexpr int kStoreGroups = BN / 64 / kCBuffers;
   static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
-  static constexpr int kStages = BN == 256 ? 4 : 5;    // as deep as the rest of 227 KiB allows
+  static constexpr int kStages = BN == 256 ? 4 : 5;    // at 256 and 192 as deep as 227 KiB allows (128: untimed at 6)
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -176,11 +176,11 @@ __device__ __forceinline__ void store_group_tma(const uint32_t* packed, uint8_t*
 }
 
 // The tile staged in the same swizzled buffers, kCBuffers chunks at a time, then written by the
-// consumer's 128 threads as 16-byte stores (each warp writes two contiguous 256-byte row segments)
-// marked evict-first (`st.global.cs`): the lines leave L2 in about the order they were written instead
-// of pushing out the operands, and nothing waits for a bulk store to finish reading a buffer, which is
-// free again once every thread has loaded its pieces. Needs rows of 16-byte multiples (N % 8 == 0)
-// and a 16-byte-aligned output, as the TMA store does.
+// consumer's 128 threads as 16-byte stores (each warp writes contiguous row segments of kCBuffers x 128
+// bytes) marked evict-first (`st.global.cs`): the lines leave L2 in about the order they were written
+// instead of pushing out the operands, and nothing waits for a bulk store to finish reading a buffer,
+// which is free again once every thread has loaded its pieces. Needs rows of 16-byte multiples (N % 8 ==
+// 0) and a 16-byte-aligned output, as the TMA store does.
 template <class T, int BN>
 __device__ __forceinline__ void store_tile_streaming(const uint32_t* packed, uint8_t* buffers, T* c, const GemmShape& shape,
                                                      const TileCoord& tc, int w) {
