@@ -2,7 +2,11 @@
 program tools/sanitize.sh runs under compute-sanitizer. Sizes are chosen to reach each path and its
 edges (vector tails, misaligned starts, transposed tiles, split and column reductions, bmm edge tiles)
 while keeping the sanitizer's run short. Exits non-zero if any result disagrees with PyTorch.
+Arguments name the sections to run (all by default; `--list` prints them).
 """
+import sys
+import time
+
 import torch
 
 import torch_tiles  # noqa: F401
@@ -26,63 +30,78 @@ def rand(*shape, dtype=torch.float32, requires_grad=False):
     return torch.randn(*shape, device=dev, dtype=dtype, requires_grad=requires_grad)
 
 
-for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
-    x = rand(1037, dtype=dtype)
-    check("map contiguous", T.map(x, "exp"), x.double().exp(), tol)
-    check("map misaligned", T.map(x[1:], "neg"), -x[1:], tol)
-    m = rand(33, 64, dtype=dtype)
-    check("zip rows", T.zip(m, m[0], "add"), m + m[0], tol)
-    check("zip column", T.zip(m, m[:, :1], "mul"), m * m[:, :1], tol)
-    t = rand(70, 33, dtype=dtype).t()
-    check("map transpose", T.map(t, "sin"), t.double().sin(), tol)
-    check("zip transpose", T.zip(t, t.contiguous(), "max"), torch.maximum(t, t.contiguous()), tol)
-    s = rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]
-    check("map strided", T.map(s, "abs"), s.abs(), tol)
-    other = rand(64, dtype=torch.float16)  # another float dtype: the converting (mixed) path
-    check("zip mixed", T.zip(m, other, "sub"), m.double() - other.double(), max(tol, 1e-3))
-    # (1200, 2000) and (2100, 1000) over dim 0: row segments in thread block clusters on the H100 (but
-    # bf16 / fp16 (2100, 1000): partials)
-    for shape, dim in [((300, 5), [1]), ((20, 1000), [1]), ((1, 70000), [1]), ((300, 256), [0]),
-                       ((1200, 2000), [0]), ((2100, 1000), [0]), ((6, 30, 7), [1]), ((5000,), None)]:
-        r = rand(*shape, dtype=dtype)
-        # References on the CPU: PyTorch's own multi-block CUDA reductions read a buffer before writing
-        # it, which initcheck reports (thousands of reports at (1200, 2000) over dim 0).
-        rc = r.double().cpu()
-        ref = (rc.sum() if dim is None else rc.sum(dim[0])).to(dev)
-        check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
-        check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
-              (rc.amax() if dim is None else rc.amax(dim[0])).to(dev), tol)
-        # logsumexp: (max, sum) pairs through the same shuffles, partials and clusters
-        lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
-        check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
-    # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 8 bytes (float32
-    # 98, float64) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads through registers and
-    # realigns (16-bit 17 and 99), 98 and 99 over more k-tiles than its stage ring; the last: split-K
-    for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
-                          (1, 64, 300, 10)]:
-        a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
-        check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
-        check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
-              tol * max(1, k))
-    # the general kernel's tile widths, and its split-K: up to 8 splits summed in a thread block cluster
-    # (sm_90), 64 by a second kernel
-    for (mm, k, n) in [(33, 512, 17), (1, 4097, 1), (70, 100, 65)]:
-        a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
-        for path in ("general-32", "general-64"):
-            check(f"bmm {path} {mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
-    # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous),
-    # five output columns (blocks of few threads across);
-    # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
-    # (a transposed: 16-byte loads with a row tail), few rows, 5 to 8 columns either way
-    for (b, mm, k, n, a_t, w_t) in [(2, 33, 3, 520, False, False), (2, 37, 5, 130, True, False),
-                                    (2, 40, 9, 70, False, True), (3, 700, 16, 5, False, True),
-                                    (2, 300, 1024, 2, False, False),
-                                    (5, 254, 3985, 1, False, False), (2, 1001, 512, 3, True, False),
-                                    (3, 2, 1194, 35, False, True), (2, 500, 700, 7, False, False),
-                                    (2, 1001, 512, 6, True, False)]:
-        a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
-        w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
-        check(f"bmm thin {b}x{mm}x{k}x{n}", on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
+
+def elementwise():
+    """map and zip: vector tails, misaligned starts, rows and columns broadcast, transposes, strides,
+    mixed dtypes."""
+    for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+        x = rand(1037, dtype=dtype)
+        check("map contiguous", T.map(x, "exp"), x.double().exp(), tol)
+        check("map misaligned", T.map(x[1:], "neg"), -x[1:], tol)
+        m = rand(33, 64, dtype=dtype)
+        check("zip rows", T.zip(m, m[0], "add"), m + m[0], tol)
+        check("zip column", T.zip(m, m[:, :1], "mul"), m * m[:, :1], tol)
+        t = rand(70, 33, dtype=dtype).t()
+        check("map transpose", T.map(t, "sin"), t.double().sin(), tol)
+        check("zip transpose", T.zip(t, t.contiguous(), "max"), torch.maximum(t, t.contiguous()), tol)
+        s = rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]
+        check("map strided", T.map(s, "abs"), s.abs(), tol)
+        other = rand(64, dtype=torch.float16)  # another float dtype: the converting (mixed) path
+        check("zip mixed", T.zip(m, other, "sub"), m.double() - other.double(), max(tol, 1e-3))
+
+
+def reductions():
+    """Row, column, split and cluster reductions; sum, max and logsumexp."""
+    for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+        # (1200, 2000) and (2100, 1000) over dim 0: row segments in thread block clusters on the H100 (but
+        # bf16 / fp16 (2100, 1000): partials)
+        for shape, dim in [((300, 5), [1]), ((20, 1000), [1]), ((1, 70000), [1]), ((300, 256), [0]),
+                           ((1200, 2000), [0]), ((2100, 1000), [0]), ((6, 30, 7), [1]), ((5000,), None)]:
+            r = rand(*shape, dtype=dtype)
+            # References on the CPU: PyTorch's own multi-block CUDA reductions read a buffer before writing
+            # it, which initcheck reports (thousands of reports at (1200, 2000) over dim 0).
+            rc = r.double().cpu()
+            ref = (rc.sum() if dim is None else rc.sum(dim[0])).to(dev)
+            check(f"reduce sum {shape} {dim}", T.reduce(r, dim, "sum"), ref, tol * max(1, r.numel() ** 0.5))
+            check(f"reduce max {shape} {dim}", T.reduce(r, dim, "max"),
+                  (rc.amax() if dim is None else rc.amax(dim[0])).to(dev), tol)
+            # logsumexp: (max, sum) pairs through the same shuffles, partials and clusters
+            lse = torch.logsumexp(rc, dim=tuple(range(rc.dim())) if dim is None else dim[0]).to(dev)
+            check(f"reduce logsumexp {shape} {dim}", T.reduce(r, dim, "logsumexp"), lse, tol * max(1.0, lse.abs().max().item()))
+
+
+def bmm_small():
+    """The mma.sync, general and thin bmm kernels on small and odd shapes."""
+    for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+        # K = 17, 99 and 98: rows that are not 16-byte aligned, which the mma kernel copies 8 bytes (float32
+        # 98, float64) or 4 bytes (float32 17 and 99, 16-bit 98) at a time, or loads through registers and
+        # realigns (16-bit 17 and 99), 98 and 99 over more k-tiles than its stage ring; the last: split-K
+        for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (1, 1, 1, 1), (3, 8, 0, 5),
+                              (1, 64, 300, 10)]:
+            a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
+            check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
+            check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
+                  tol * max(1, k))
+        # the general kernel's tile widths, and its split-K: up to 8 splits summed in a thread block cluster
+        # (sm_90), 64 by a second kernel
+        for (mm, k, n) in [(33, 512, 17), (1, 4097, 1), (70, 100, 65)]:
+            a, w = rand(2, mm, k, dtype=dtype), rand(1, k, n, dtype=dtype)
+            for path in ("general-32", "general-64"):
+                check(f"bmm {path} {mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
+        # the thin kernels (on any GPU): short K with whole-vector and strided stores, b staged (K-contiguous),
+        # five output columns (blocks of few threads across);
+        # few columns walked along k (16-byte loads, split-K; element loads over an odd K) and along rows
+        # (a transposed: 16-byte loads with a row tail), few rows, 5 to 8 columns either way
+        for (b, mm, k, n, a_t, w_t) in [(2, 33, 3, 520, False, False), (2, 37, 5, 130, True, False),
+                                        (2, 40, 9, 70, False, True), (3, 700, 16, 5, False, True),
+                                        (2, 300, 1024, 2, False, False),
+                                        (5, 254, 3985, 1, False, False), (2, 1001, 512, 3, True, False),
+                                        (3, 2, 1194, 35, False, True), (2, 500, 700, 7, False, False),
+                                        (2, 1001, 512, 6, True, False)]:
+            a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
+            w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
+            check(f"bmm thin {b}x{mm}x{k}x{n}", on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
+
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, every tile width, both epilogues (N % 8 == 0: TMA
@@ -91,102 +110,132 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
 # as many waves as at 256 and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192)
 # every block walks at least two tiles and, with more k-blocks than the tile has store groups (2, 4 and
 # 3 against 1, 3 and 2), stages each tile's stores during the next one's k-blocks.
-WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 136, 1000): "128x256"}
-sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
-for dtype in (torch.bfloat16, torch.float16):
-    for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290), *WALK_TILES]:
-        kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
-        a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
-        a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
-        w_row = rand(b, k, np_, dtype=dtype)[:, :, :n]
-        w_col = rand(b, n, kp, dtype=dtype)[:, :, :k].mT
-        for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
-                           ("broadcast", a_row[0], w_row)]:
-            ref = a.double() @ w.double()
-            # initcheck does not count TMA (bulk tensor) stores as writes, so an output the TMA-store
-            # epilogue wrote reads as uninitialized. Fill the output's future block with NaN first
-            # (the caching allocator hands it straight back): initcheck then sees written memory,
-            # and the comparison fails if any element kept its NaN.
-            torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
-            tile = T._bmm_tile(a, w)
-            if sms == 132 and T._bmm_path(a, w) == "hopper-wgmma" and WALK_TILES.get((b, mm, k, n), tile) != tile:
-                bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles")  # the plan changed: no longer the coverage named
-            check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)} {tile}]", T.bmm(a, w), ref,
-                  2e-2 * k ** 0.5)
+def hopper():
+    WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 136, 1000): "128x256"}
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
+    for dtype in (torch.bfloat16, torch.float16):
+        for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290), *WALK_TILES]:
+            kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
+            a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
+            a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
+            w_row = rand(b, k, np_, dtype=dtype)[:, :, :n]
+            w_col = rand(b, n, kp, dtype=dtype)[:, :, :k].mT
+            for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
+                               ("broadcast", a_row[0], w_row)]:
+                ref = a.double() @ w.double()
+                # initcheck does not count TMA (bulk tensor) stores as writes, so an output the TMA-store
+                # epilogue wrote reads as uninitialized. Fill the output's future block with NaN first
+                # (the caching allocator hands it straight back): initcheck then sees written memory,
+                # and the comparison fails if any element kept its NaN.
+                torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
+                tile = T._bmm_tile(a, w)
+                if sms == 132 and T._bmm_path(a, w) == "hopper-wgmma" and WALK_TILES.get((b, mm, k, n), tile) != tile:
+                    bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles")  # the plan changed: no longer the coverage named
+                check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)} {tile}]", T.bmm(a, w), ref,
+                      2e-2 * k ** 0.5)
+
 
 # The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
 # and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones).
-for n in ((2056, 376, 120) if dev == "cuda" else ()):
-    mm, k = 1000, 72
-    b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
-    a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
-    path = T._bmm_path(a, w)
-    if path.startswith("hopper-wgmma") and path != "hopper-wgmma streaming-store":
-        bad.append(f"streaming-store case took {path}")  # the plan changed: this case no longer covers it
-    check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
-    del a, w
+def hopper_streaming():
+    for n in ((2056, 376, 120) if dev == "cuda" else ()):
+        mm, k = 1000, 72
+        b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
+        a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
+        path = T._bmm_path(a, w)
+        if path.startswith("hopper-wgmma") and path != "hopper-wgmma streaming-store":
+            bad.append(f"streaming-store case took {path}")  # the plan changed: this case no longer covers it
+        check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
+        del a, w
+
 
 # The Hopper float32 kernel (sm_90a builds; elsewhere mma.sync): TF32 ("high") and 3xTF32 ("highest") in
 # every major order with edge tiles; an M-major a with a row-major b (no K-major operand) has its b tiles
 # transposed in shared memory, with K and N tails; (12, 1400, 40, 520) takes 256-wide tiles in TF32;
 # under "high", (1, 256, 2100, 384) splits K four ways (six tiles, a K tail in the last split).
-for precision in (("high", "highest") if dev == "cuda" else ()):
-    old_precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
-    for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384)]:
-        a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
-        w_row, w_col = rand(b, k, n), rand(b, n, k).mT
-        for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
-                           ("cr broadcast", a_col, w_row[0])]:
-            torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
-            check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w),
-                  a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
-    torch.set_float32_matmul_precision(old_precision)
+def hopper_float32():
+    for precision in (("high", "highest") if dev == "cuda" else ()):
+        old_precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
+        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384)]:
+            a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
+            w_row, w_col = rand(b, k, n), rand(b, n, k).mT
+            for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
+                               ("cr broadcast", a_col, w_row[0])]:
+                torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
+                check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w),
+                      a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
+        torch.set_float32_matmul_precision(old_precision)
+
 
 # The mma.sync kernel's copy widths on products too large for the general kernel: rows of 8-byte (K =
 # 98 float32, 100 bf16; M = 302 float32 for an M-major a) and 4-byte (K = 99 float32, 98 bf16) multiples,
 # and 2-byte ones (K = 99 bf16: realigning register loads); 3xTF32 ("highest") copies 8 bytes only with
 # an M-major a.
-for dtype, precision, ks, tol in [(torch.float32, "high", (98, 99), 1e-2), (torch.float32, "highest", (98,), 1e-4),
-                                  (torch.bfloat16, "high", (100, 98, 99), 3e-2)]:
-    old_precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
-    for k in (ks if dev == "cuda" else ()):
-        a, w = rand(2, 302, k, dtype=dtype), rand(2, k, 1002, dtype=dtype)
-        for name, x, y in [("row b", a, w), ("col b", a, w.mT.contiguous().mT), ("col a", a.mT.contiguous().mT, w)]:
-            check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [{T._bmm_path(x, y)}]", T.bmm(x, y),
-                  x.double() @ y.double(), tol * k ** 0.5)
-    torch.set_float32_matmul_precision(old_precision)
+def mma_copy_widths():
+    for dtype, precision, ks, tol in [(torch.float32, "high", (98, 99), 1e-2), (torch.float32, "highest", (98,), 1e-4),
+                                      (torch.bfloat16, "high", (100, 98, 99), 3e-2)]:
+        old_precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
+        for k in (ks if dev == "cuda" else ()):
+            a, w = rand(2, 302, k, dtype=dtype), rand(2, k, 1002, dtype=dtype)
+            for name, x, y in [("row b", a, w), ("col b", a, w.mT.contiguous().mT), ("col a", a.mT.contiguous().mT, w)]:
+                check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [{T._bmm_path(x, y)}]", T.bmm(x, y),
+                      x.double() @ y.double(), tol * k ** 0.5)
+        torch.set_float32_matmul_precision(old_precision)
+
 
 # The backward kernels (tiles::_map_backward, tiles::_zip_backward) on each elementwise path: contiguous
 # with a vector tail, an expanded (stride-0) upstream gradient, a transposed input, a broadcast operand,
 # and mixed dtypes (the converting path).
-for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)]:
-    for x in (rand(1037, dtype=dtype), rand(70, 33, dtype=dtype).t(), rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]):
-        g = rand(*x.shape, dtype=dtype)
-        check(f"map_backward gelu {tuple(x.shape)}", T._map_backward(g, x, "gelu"),
-              torch.ops.aten.gelu_backward(g.double(), x.double()), tol)
-        g0 = rand(1, dtype=dtype).expand(x.shape)
-        check(f"map_backward tanh expanded {tuple(x.shape)}", T._map_backward(g0, x, "tanh"),
-              g0.double() * (1 - x.double() ** 2), tol)
-    a, b = rand(33, 64, dtype=dtype), rand(64, dtype=dtype).abs() + 0.5
-    g = rand(33, 64, dtype=dtype)
-    check("zip_backward div b", T._zip_backward(g, a, b, "div", 1), -g.double() * a.double() / b.double() ** 2, 10 * tol)
-    c = rand(64, 33, dtype=dtype).t()
-    weight = (a > c).double() + 0.5 * (a == c).double()
-    check("zip_backward max transposed", T._zip_backward(g, a, c, "max", 0), g.double() * weight, tol)
-    bd = b.double()
-    check("zip_backward pow mixed", T._zip_backward(g.float(), b, a.double(), "pow", 0),
-          g.double() * a.double() * bd ** (a.double() - 1), 10 * tol)
+def backward_kernels():
+    for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)]:
+        for x in (rand(1037, dtype=dtype), rand(70, 33, dtype=dtype).t(), rand(7, 9, 11, dtype=dtype).permute(2, 0, 1)[::2]):
+            g = rand(*x.shape, dtype=dtype)
+            check(f"map_backward gelu {tuple(x.shape)}", T._map_backward(g, x, "gelu"),
+                  torch.ops.aten.gelu_backward(g.double(), x.double()), tol)
+            g0 = rand(1, dtype=dtype).expand(x.shape)
+            check(f"map_backward tanh expanded {tuple(x.shape)}", T._map_backward(g0, x, "tanh"),
+                  g0.double() * (1 - x.double() ** 2), tol)
+        a, b = rand(33, 64, dtype=dtype), rand(64, dtype=dtype).abs() + 0.5
+        g = rand(33, 64, dtype=dtype)
+        check("zip_backward div b", T._zip_backward(g, a, b, "div", 1), -g.double() * a.double() / b.double() ** 2, 10 * tol)
+        c = rand(64, 33, dtype=dtype).t()
+        weight = (a > c).double() + 0.5 * (a == c).double()
+        check("zip_backward max transposed", T._zip_backward(g, a, c, "max", 0), g.double() * weight, tol)
+        bd = b.double()
+        check("zip_backward pow mixed", T._zip_backward(g.float(), b, a.double(), "pow", 0),
+              g.double() * a.double() * bd ** (a.double() - 1), 10 * tol)
+
 
 # Backward of every op: the autograd formulas launch the kernels above in other layouts.
-x = rand(16, 24, requires_grad=True)
-w = rand(24, 8, requires_grad=True)
-torch.full((16 * 8,), float("nan"), device=dev)  # the bmm's TMA-stored output, as above (initcheck)
-y = T.reduce(T.map(T.zip(T.bmm(x, w), rand(8), "add"), "gelu"), [0], "prod")
-T.reduce(y, None, "mean").backward()
-check("grad finite", torch.isfinite(x.grad).all().float().cpu(), torch.ones(()), 0)
-if dev == "cuda":
-    torch.cuda.synchronize()
-print("sanitizer driver:", "all results match" if not bad else f"MISMATCH in {bad}")
-raise SystemExit(1 if bad else 0)
+def autograd():
+    x = rand(16, 24, requires_grad=True)
+    w = rand(24, 8, requires_grad=True)
+    torch.full((16 * 8,), float("nan"), device=dev)  # the bmm's TMA-stored output, as above (initcheck)
+    y = T.reduce(T.map(T.zip(T.bmm(x, w), rand(8), "add"), "gelu"), [0], "prod")
+    T.reduce(y, None, "mean").backward()
+    check("grad finite", torch.isfinite(x.grad).all().float().cpu(), torch.ones(()), 0)
+
+
+SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_streaming, hopper_float32, mma_copy_widths,
+            backward_kernels, autograd]
+
+if __name__ == "__main__":
+    # Sections by name (`python tools/sanitizer_driver.py hopper reductions`), all by default: racecheck
+    # over the whole driver outlasts one device call, and a run per section prints what finished.
+    names = {f.__name__: f for f in SECTIONS}
+    if sys.argv[1:] == ["--list"]:
+        print(" ".join(names))
+        raise SystemExit(0)
+    unknown = [n for n in sys.argv[1:] if n not in names]
+    if unknown:
+        raise SystemExit(f"sanitizer driver: unknown section(s) {unknown}; sections: {' '.join(names)}")
+    for name in sys.argv[1:] or names:
+        start = time.perf_counter()
+        names[name]()
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        print(f"section {name}: {time.perf_counter() - start:.1f} s", flush=True)
+    print("sanitizer driver:", "all results match" if not bad else f"MISMATCH in {bad}")
+    raise SystemExit(1 if bad else 0)
