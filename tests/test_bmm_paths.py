@@ -52,12 +52,16 @@ def mma_expected():
     return True
 
 
+def sm_count():
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
 def assert_tile(a, b, width):
     """The Hopper kernel's output tile for a and b: 128 x `width`. Checked on 132 SMs (H100 SXM, H200),
     where the shapes of these tests were worked out against the tile-width rule (bmm/hopper.cu `plan`:
     the narrowest of 128, 192 and 256 columns that takes no more waves over the SMs than 256); the
     rule counts waves, so elsewhere a shape may change width."""
-    if torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count == 132:
+    if sm_count() == 132:
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
@@ -245,6 +249,56 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
     assert_tile(a, b, width)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# Few output tiles over a long K: the 16-bit kernel splits K (bmm/hopper.cu `plan`, costed per split
+# count) and each slice's float partials are summed in slice order. One tile over K = 8192 takes 8 slices
+# on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 4 (edge tiles in M and N, an
+# odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 two.
+HALF_SPLIT_K_SHAPES = [(1, 128, 128, 8192), (2, 200, 131, 4100), (1, 300, 264, 3000)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", HALF_SPLIT_K_SHAPES, ids=["x".join(map(str, s)) for s in HALF_SPLIT_K_SHAPES])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_split_k(dtype, shape, layouts):
+    hopper_expected()
+    batch, m, n, k = shape
+    a = operand(layouts[0], batch, m, k, dtype)
+    b = operand(layouts[1], batch, k, n, dtype)
+    if shape == HALF_SPLIT_K_SHAPES[0] or sm_count() == 132:
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " split-k"
+    out = poisoned_bmm(a, b)
+    assert_bmm_close(out, a, b)
+    assert torch.equal(out, torch.ops.tiles.bmm(a, b))  # the same bits every run
+
+
+@requires_cuda
+def test_hopper_split_k_batch_broadcast():
+    # a shared along the batch (a 2-D a), and a batch of b that is a broadcast view
+    hopper_expected()
+    dtype = torch.bfloat16
+    a2 = make_tensor((128, 4096), dtype, "cuda")
+    b3 = make_tensor((3, 4096, 136), dtype, "cuda")
+    b_shared = make_tensor((1, 4096, 136), dtype, "cuda").expand(3, 4096, 136)
+    for a, b in [(a2, b3), (make_tensor((3, 128, 4096), dtype, "cuda"), b_shared)]:
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " split-k"
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+@requires_cuda
+def test_hopper_split_k_only_where_tiles_are_few():
+    # metadata only, on 132 SMs: the attention-projection weight gradient of a GPT-2-small block over 8192
+    # tokens (768 x 768: 36 tiles) splits K; the MLP's (768 x 3072: 96 tiles of 192) and 8192 x 768 do not
+    hopper_expected()
+    if sm_count() != 132:
+        pytest.skip("the split counts were worked out for 132 SMs")
+    for m, n, k, expected in [(768, 768, 8192, HOPPER + " split-k"), (768, 3072, 8192, HOPPER),
+                              (8192, 768, 3072, HOPPER), (768, 768, 512, HOPPER)]:
+        a = torch.empty(k, m, dtype=torch.bfloat16, device="cuda").t()  # x^T, as autograd passes it
+        b = torch.empty(k, n, dtype=torch.bfloat16, device="cuda")
+        assert torch.ops.tiles._bmm_path(a, b) == expected, (m, n, k)
 
 
 @requires_cuda

@@ -135,6 +135,23 @@ def hopper():
                       2e-2 * k ** 0.5)
 
 
+# The Hopper 16-bit kernel's split-K (few tiles over a long K): float partials stored in pairs (N = 136:
+# four slices of two tiles) and one by one (N = 131, odd: two slices of four edge tiles, a K tail in
+# the last), summed in slice order.
+def hopper_split_k():
+    pad8 = lambda x: (x + 7) // 8 * 8  # noqa: E731  (TMA: 16-byte row strides)
+    for (b, mm, k, n) in ([(1, 128, 4096, 136), (1, 130, 2100, 131)] if dev == "cuda" else ()):
+        a_row = rand(b, mm, k, dtype=torch.bfloat16)
+        a_col = rand(b, k, pad8(mm), dtype=torch.bfloat16)[:, :, :mm].mT
+        w_row = rand(b, k, pad8(n), dtype=torch.bfloat16)[:, :, :n]
+        w_col = rand(b, n, k, dtype=torch.bfloat16).mT
+        for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col)]:
+            path = T._bmm_path(a, w)
+            if path.startswith("hopper-wgmma") and path != "hopper-wgmma split-k":
+                bad.append(f"split-k case {b}x{mm}x{k}x{n} took {path}")  # no longer covers split-K
+            check(f"bmm bf16 {name} {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), a.double() @ w.double(), 2e-2 * k ** 0.5)
+
+
 # The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
 # and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones).
 def hopper_streaming():
@@ -218,7 +235,7 @@ def autograd():
     check("grad finite", torch.isfinite(x.grad).all().float().cpu(), torch.ones(()), 0)
 
 
-SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_streaming, hopper_float32, mma_copy_widths,
+SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_split_k, hopper_streaming, hopper_float32, mma_copy_widths,
             backward_kernels, autograd]
 
 if __name__ == "__main__":

@@ -53,7 +53,10 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
   const BmmProblem p = make_bmm_problem(a, b);
   const char* why = "";
   switch (choose_path(p, &why)) {  // the choice bmm makes
-    case Path::hopper: return hopper::streams_output(p) ? "hopper-wgmma streaming-store" : "hopper-wgmma";
+    case Path::hopper: {
+      const char* store = hopper::store_name(p);
+      return store ? std::string("hopper-wgmma ") + store : "hopper-wgmma";
+    }
     case Path::hopper_tf32: return std::string("hopper-wgmma ") + mma::kind(p);
     case Path::thin: return thin::short_k(p) ? "thin short-k" : "thin few-columns";
     case Path::mma: {

@@ -3,6 +3,7 @@
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
+#include "cuda/bmm/split_k.cuh"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"
 
@@ -50,10 +51,16 @@ bool can_run(const BmmProblem& p, const char** why) {
 
 namespace {
 
+// One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
+// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide).
+double k_block_us(int bn) { return bn == 256 ? 0.76 : bn == 192 ? 0.51 : 0.40; }
+
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
   int bn;
   int tiles_m, tiles_n;
+  int64_t k_blocks;  // per split
+  int splits;
   int grid;
   OperandLayout out;  // the output as TMA sees it (out.ok: TMA can address it)
   Store store;
@@ -80,13 +87,26 @@ Plan plan(const BmmProblem& p) {
   if (!out.ok) store = Store::direct;
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes()) store = Store::streaming;
   const int tiles_n = int((p.n + bn - 1) / bn);
-  const int grid = int(std::min<int64_t>(p.batch * tiles_m * tiles_n, sms));
-  return {bn, tiles_m, tiles_n, grid, out, store};
+  // Split-K where few tiles over a long K leave SMs idle; the partials are summed into the output as
+  // one contiguous run of elements.
+  const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
+  const int splits = p.out.is_contiguous()
+                         ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
+  const int64_t k_blocks = (k_total + splits - 1) / splits;
+  if (splits > 1) store = Store::partials;
+  const int grid = int(std::min<int64_t>(tiles * splits, sms));
+  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store};
 }
 
 }  // namespace
 
-bool streams_output(const BmmProblem& p) { return plan(p).store == Store::streaming; }
+const char* store_name(const BmmProblem& p) {
+  switch (plan(p).store) {
+    case Store::streaming: return "streaming-store";
+    case Store::partials: return "split-k";
+    default: return nullptr;
+  }
+}
 
 const char* tile(const BmmProblem& p) {
   switch (plan(p).bn) {
@@ -105,6 +125,11 @@ void bmm(const BmmProblem& p) {
   s.a_broadcast = la.batch == 1, s.b_broadcast = lb.batch == 1;
   s.tiles_m = chosen.tiles_m, s.tiles_n = chosen.tiles_n;
   s.store = chosen.store;
+  s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
+  // Split-K: each slice's float partials, [splits][batch][m][n], summed in slice order into the output.
+  const at::Tensor partials =
+      s.splits > 1 ? at::empty({s.splits * p.batch * p.m * p.n}, p.out.options().dtype(at::kFloat)) : at::Tensor();
+  s.partials = s.splits > 1 ? partials.data_ptr<float>() : nullptr;
 
   // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes (bmm/hopper_kernel.cuh).
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : 128);
@@ -112,10 +137,13 @@ void bmm(const BmmProblem& p) {
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
+  const int64_t outputs = p.batch * p.m * p.n;
   if (p.out.scalar_type() == at::kBFloat16) {
     launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn);
+    if (s.splits > 1) sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, outputs, s.splits);
   } else {
     launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bn);
+    if (s.splits > 1) sum_splits<at::Half, float>(p.out.data_ptr<at::Half>(), partials, outputs, s.splits);
   }
 }
 

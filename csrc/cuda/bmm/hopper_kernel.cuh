@@ -23,7 +23,11 @@
 // no more k-blocks than groups is stored right after its mainloop. Or, when the kernel is a write
 // stream, the consumer's own threads copy the buffers out with evict-first 16-byte stores. When the
 // output's rows are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store
-// straight from registers.
+// straight from registers; so they do a split-K slice's float partials.
+//
+// Split-K (splits > 1): the walk's batch index is split * batch + b, that split's k-blocks [split *
+// k_blocks, + k_blocks) of batch entry b (the past-K k-blocks of the last split are TMA's zeros), and
+// its float tile goes to partials[split * batch + b], summed in split order afterwards (bmm/split_k.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,11 +44,15 @@ enum class Store : int {
   tma,        // TMA bulk stores from the swizzled buffers (store_group_tma)
   streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
   direct,     // bounds-checked stores straight from the accumulators (store_tile_direct)
+  partials,   // the same, of the float accumulators, into a split-K slice of GemmShape::partials
 };
 
 // What the kernel needs besides the tensor maps. Batch strides of 0 broadcast an operand.
 struct GemmShape {
   int64_t batch, m, n, k;
+  int64_t k_blocks;  // per split
+  int splits;
+  float* partials;   // [splits][batch][m][n] when splits > 1
   int tiles_m, tiles_n;
   bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
   Store store;                    // Store::tma: the output is described by map_c
@@ -220,29 +228,42 @@ __device__ __forceinline__ void store_tile_streaming(const uint32_t* packed, uin
   }
 }
 
-// Straight from registers, for outputs TMA cannot describe: bounds-checked 4-byte (or 2-byte) stores.
-template <class T, int BN>
-__device__ __forceinline__ void store_tile_direct(const float* acc, T* c, const GemmShape& shape,
+// One output, or two adjacent ones (`p` aligned to two), in Out: T, or float for split-K partials.
+template <class Out>
+__device__ __forceinline__ void store_one(Out* p, float v) {
+  if constexpr (std::is_same_v<Out, float>) *p = v;
+  else *p = from_float<Out>(v);
+}
+template <class Out>
+__device__ __forceinline__ void store_two(Out* p, float v0, float v1) {
+  if constexpr (std::is_same_v<Out, float>) *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+  else *reinterpret_cast<uint32_t*>(p) = pack_pair<Out>(v0, v1);
+}
+
+// Straight from registers, for outputs TMA cannot describe and for split-K partials: bounds-checked
+// stores of pairs (4 bytes of T, 8 of float) or single outputs.
+template <class Out, int BN>
+__device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, const GemmShape& shape,
                                                   const TileCoord& tc, int w) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int64_t row0 = int64_t(tc.tm) * TileConfig<BN>::BM + w * 64 + warp * 16 + lane / 4;
   const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
-  T* c_batch = c + tc.batch * shape.m * shape.n;
-  const bool pairs = shape.n % 2 == 0;  // then (row, even col) pairs are 4-byte aligned
+  Out* c_batch = c + tc.batch * shape.m * shape.n;
+  const bool pairs = shape.n % 2 == 0;  // then (row, even col) pairs are aligned to two outputs
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + 8 * half;
     if (row >= shape.m) continue;
-    T* c_row = c_batch + row * shape.n;
+    Out* c_row = c_batch + row * shape.n;
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
       const int64_t col = col0 + 8 * i;
       const float v0 = acc[4 * i + 2 * half], v1 = acc[4 * i + 2 * half + 1];
       if (pairs && col + 1 < shape.n) {
-        *reinterpret_cast<uint32_t*>(c_row + col) = pack_pair<T>(v0, v1);
+        store_two(c_row + col, v0, v1);
       } else {
-        if (col < shape.n) c_row[col] = from_float<T>(v0);
-        if (col + 1 < shape.n) c_row[col + 1] = from_float<T>(v1);
+        if (col < shape.n) store_one(c_row + col, v0);
+        if (col + 1 < shape.n) store_one(c_row + col + 1, v1);
       }
     }
   }
@@ -275,8 +296,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   }
   __syncthreads();
 
-  const int64_t k_blocks = (shape.k + BK - 1) / BK;
-  const int64_t total_tiles = shape.batch * shape.tiles_m * shape.tiles_n;
+  const int64_t k_blocks = shape.k_blocks;
+  const int64_t total_tiles = shape.batch * shape.splits * shape.tiles_m * shape.tiles_n;
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<40>();
@@ -284,8 +305,10 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     tma_prefetch_descriptor(&map_a);
     tma_prefetch_descriptor(&map_b);
     produce_stages<kStages, BK>(full, empty, Cfg::kStageBytes, total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
-                                [&](int s, const TileCoord& tc, int k0) {
-      const int ba = shape.a_broadcast ? 0 : int(tc.batch), bb = shape.b_broadcast ? 0 : int(tc.batch);
+                                [&](int s, const TileCoord& tc, int k_in_split) {
+      const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
+      const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
+      const int k0 = int(split * k_blocks * BK) + k_in_split;
       const int m0 = tc.tm * BM, n0 = tc.tn * BN;
       if constexpr (kTransA) {
         for (int j = 0; j < BM / 64; ++j) tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
@@ -367,6 +390,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         store_tile_streaming<T, BN>(packed, buffers, c, shape, tc, w);
         break;
       case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
+      case Store::partials: store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w); break;
     }
   }
   if (pending.held)

@@ -32,27 +32,6 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
   hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
 }
 
-// Split-K: how many slices of K to walk as tiles of their own. Few output tiles over a long K (a weight
-// gradient, K = tokens) leave SMs idle: 768 x 3072 x 16384 has 144 tiles of 128 x 128 on 132 SMs, a
-// second wave of 12. Each count is costed in H100 microseconds (waves x k-blocks per slice x one
-// k-block's time, plus the partials' round trip through memory and the summing launch) and the
-// cheapest taken: slicing by wave fill alone could cost half a product's time (NOTES.md).
-int k_split_count(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
-  constexpr int kMaxSplits = 8;
-  constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
-  constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
-  int best = 1;
-  double best_us = 0;
-  for (int splits = 1; splits <= kMaxSplits; ++splits) {
-    if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
-    const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
-    double us = double((tiles * used + sms - 1) / sms * per) * k_block_us;
-    if (used > 1) us += double(used * outputs) * 8 / kBytesPerUs + kSumUs;  // 4 bytes out, 4 back
-    if (splits == 1 || us < best_us) best = int(used), best_us = us;
-  }
-  return best;
-}
-
 // One k-block of a tile, in H100 microseconds (from whole-wave timings: 4096^3, 768 x 3072 x 16384).
 // The transposing variant (neither operand K-major) takes twice as long per block in TF32.
 double k_block_us(bool three_pass, int bq, bool transposing) {
@@ -96,7 +75,7 @@ void bmm(const BmmProblem& p) {
   const int64_t tiles = p.batch * s.tiles_p * s.tiles_q, k_blocks = (p.k + 31) / 32;
   const int64_t outputs = p.batch * p.m * p.n;
   const double block_us = k_block_us(three_pass, bq, lr.mn_major && lq.mn_major);
-  const int k_splits = k_split_count(tiles, k_blocks, outputs, sms, block_us);
+  const int k_splits = costed_k_splits(tiles, k_blocks, outputs, sms, block_us);
   s.k_blocks = (k_blocks + k_splits - 1) / k_splits;
   s.splits = int((k_blocks + s.k_blocks - 1) / s.k_blocks);
   const int grid = int(std::min<int64_t>(tiles * s.splits, sms));

@@ -54,9 +54,10 @@ namespace hopper {
 // when not and `why` is given, says why.
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
-// Whether the kernel writes p's output with the threads' evict-first stores (short K, an output larger
-// than L2) rather than TMA's (bmm/hopper.cu).
-bool streams_output(const BmmProblem& p);
+// How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
+// "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
+// (few tiles over a long K: float partials of K's slices, summed afterwards); bmm/hopper.cu `plan`.
+const char* store_name(const BmmProblem& p);
 // The output tile the kernel would use for p, "128x256", "128x192" or "128x128" (bmm/hopper.cu `plan`).
 const char* tile(const BmmProblem& p);
 }  // namespace hopper

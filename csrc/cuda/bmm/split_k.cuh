@@ -1,5 +1,5 @@
-// Split-K for the kernels that split a product's K over blocks (general, thin): how many ways to split,
-// and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
+// Split-K for the kernels that split a product's K over blocks (general, thin, the Hopper kernels): how
+// many ways to split, and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
 // a buffer, and sum_splits adds them.
 #pragma once
 
@@ -16,6 +16,27 @@ inline int64_t fill_k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64
   const int64_t wanted = (blocks_per_sm * int64_t(sm_count()) + blocks - 1) / blocks;
   const int64_t by_depth = k / min_depth, by_memory = kMaxPartials / std::max<int64_t>(outputs, 1);
   return std::max<int64_t>(1, std::min({wanted, by_depth, by_memory, kMaxSplits}));
+}
+
+// The Hopper kernels' split count: how many slices of K to walk as tiles of their own. Few output tiles
+// over a long K (a weight gradient, K = tokens) leave SMs idle: 768 x 768 x 8192 is 36 tiles of 128 x
+// 128 on 132 SMs. Each count is costed in H100 microseconds (waves x k-blocks per slice x one k-block's
+// time, plus the partials' round trip through memory and the summing launch) and the cheapest taken:
+// slicing by wave fill alone could cost half a product's time (NOTES.md, TF32 section).
+inline int costed_k_splits(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
+  constexpr int kMaxSplits = 8;
+  constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
+  constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
+  int best = 1;
+  double best_us = 0;
+  for (int splits = 1; splits <= kMaxSplits; ++splits) {
+    if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
+    const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
+    double us = double((tiles * used + sms - 1) / sms * per) * k_block_us;
+    if (used > 1) us += double(used * outputs) * 8 / kBytesPerUs + kSumUs;  // 4 bytes out, 4 back
+    if (splits == 1 || us < best_us) best = int(used), best_us = us;
+  }
+  return best;
 }
 
 // out[i] = the sum of the splits' partials at i (partials[s * total + i] for split s), in split order:
