@@ -13,6 +13,7 @@ import os
 import sys
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +34,8 @@ def op_times(setup, variant, steps, device):
             torch.cuda.synchronize()
     rows = collections.defaultdict(lambda: [0.0, 0])
     for e in prof.key_averages(group_by_input_shape=True):
+        if e.device_type != DeviceType.CPU:
+            continue  # the kernels themselves: their time is already their launching op's
         us = e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
         if us > 0:
             key = (e.key, str(e.input_shapes))
