@@ -4,7 +4,8 @@
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
 multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
-than L2, which the threads' own evict-first stores write instead of TMA's); float32 operands of which
+than L2, which the threads' own evict-first stores write instead of TMA's; ``hopper-wgmma split-k`` when
+few tiles over a long K split it); float32 operands of which
 one is K-major take the Hopper TF32 kernel (TF32 or 3xTF32 by the float32 matmul precision). Other
 float32 layouts and float64 take the mma.sync kernel (DMMA for float64) on sm_80 and newer, and so do
 operands of every dtype whose strides or base are not 16-byte aligned (``mma-sync <kind> unaligned
