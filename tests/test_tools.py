@@ -1,6 +1,7 @@
-"""The CPU dry run of tools/sanitizer_driver.py, the program tools/sanitize.sh runs under
-compute-sanitizer on the GPU, so that a device call does not find it broken: the whole driver, its
-section names, one section alone, and a misspelt section."""
+"""tools/sanitizer_driver.py, the program tools/sanitize.sh runs under compute-sanitizer on the GPU, so
+that a device call does not find it broken: the whole driver, its section names, one section alone, and
+a misspelt section. On a machine without a GPU it is a dry run (the CUDA-only sections run nothing); on
+a GPU machine the driver runs on the GPU."""
 import os
 import pathlib
 import subprocess

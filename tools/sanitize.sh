@@ -23,7 +23,7 @@ for tool in ${TOOLS:-memcheck racecheck initcheck synccheck}; do
     part=$(mktemp)
     start=$(date +%s)
     timeout "${TOOL_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 0 \
-      python -P tools/sanitizer_driver.py "${args[@]}" >"$part" 2>&1
+      python -P tools/sanitizer_driver.py ${args[@]+"${args[@]}"} >"$part" 2>&1  # (an empty array under set -u)
     cat "$part" >>"$log"
     # memcheck/initcheck/synccheck end with "ERROR SUMMARY: N errors", racecheck with "(N errors, M warnings)"
     errors=$(grep -oE "ERROR SUMMARY: [0-9]+|\(([0-9]+) errors" "$part" | grep -oE "[0-9]+" | tail -1)
