@@ -17,6 +17,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_tiles  # noqa: E402
 from gpt_block import PRECISIONS, Setup  # noqa: E402
 
 
@@ -51,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rows", type=int, default=30, help="rows per variant")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and (not torch.cuda.is_available() or not torch_tiles.built_with_cuda()):
+        sys.exit("profile_gpt_block.py needs a GPU and a CUDA build of torch_tiles (or --device cpu for a dry run)")
     dims = dict(d=768, heads=12, batch=8, seq=1024) if args.device == "cuda" else dict(d=64, heads=4, batch=2, seq=32)
     dtype, precision, _ = PRECISIONS[args.prec]
     torch.set_float32_matmul_precision(precision)

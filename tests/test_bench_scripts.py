@@ -113,6 +113,8 @@ def test_scripts_exit_without_a_gpu(grid, gpt):
         grid.main(["--prec", "bf16", "--limit", "1"])
     with pytest.raises(SystemExit, match="needs a GPU"):
         gpt.main(["--prec", "bf16"])
+    with pytest.raises(SystemExit, match="needs a GPU"):
+        _load("profile_gpt_block").main([])
 
 
 TINY = ["--device", "cpu", "--d", "32", "--heads", "2", "--batch", "2", "--seq", "16", "--steps", "1",
@@ -137,6 +139,17 @@ def test_gpt_block_variants_differ_only_in_the_matmul(gpt, monkeypatch):
     setup = gpt.Setup("fp32", 32, 2, 2, 16, "cpu")
     setup.step("tiles")
     assert calls == [(3, 2), (4, 4), (4, 4), (3, 2), (3, 2), (3, 2)]  # qkv, q@k^T, p@v, out, mlp in, mlp out
+
+
+def test_profile_gpt_block_dry_run(gpt, capsys):
+    # the profiler's op table of each variant on the CPU: the tiles step's products are tiles::bmm calls
+    profiler = _load("profile_gpt_block")
+    totals = profiler.main(["--device", "cpu", "--prec", "fp32", "--steps", "1", "--rows", "40"])
+    assert totals["tiles"] > 0 and totals["native"] > 0
+    out = capsys.readouterr().out
+    tiles_part, native_part = out.split("\nnative:")
+    assert "tiles::bmm" in tiles_part and "tiles::bmm" not in native_part
+    assert "SUMMARY fp32: tiles" in out
 
 
 def test_gpt_block_records_a_failing_precision(gpt, tmp_path, monkeypatch):
