@@ -88,10 +88,10 @@ Plan plan(const BmmProblem& p) {
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes()) store = Store::streaming;
   const int tiles_n = int((p.n + bn - 1) / bn);
   // Split-K where few tiles over a long K leave SMs idle. The partials are summed into the output as one
-  // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices, at most 8)
-  // must keep TMA's int32 k coordinate in range.
+  // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must keep
+  // TMA's int32 k coordinate in range.
   const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
-  const bool can_split = p.out.is_contiguous() && (k_total + 8) * 64 <= INT32_MAX;
+  const bool can_split = p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;

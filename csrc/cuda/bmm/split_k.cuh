@@ -1,6 +1,6 @@
 // Split-K for the kernels that split a product's K over blocks (general, thin, the Hopper kernels): how
-// many ways to split, and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
-// a buffer, and sum_splits adds them.
+// many ways to split, and the second step: each split writes its partial outputs (in the op-math type)
+// to its own slice of a buffer, and sum_splits adds them.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,13 +23,13 @@ inline int64_t fill_k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64
 // 128 on 132 SMs. Each count is costed in H100 microseconds (waves x k-blocks per slice x one k-block's
 // time, plus the partials' round trip through memory and the summing launch) and the cheapest taken:
 // slicing by wave fill alone could cost half a product's time (NOTES.md, TF32 section).
+constexpr int kMaxCostedSplits = 8;
 inline int costed_k_splits(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
-  constexpr int kMaxSplits = 8;
   constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
   constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
   int best = 1;
   double best_us = 0;
-  for (int splits = 1; splits <= kMaxSplits; ++splits) {
+  for (int splits = 1; splits <= kMaxCostedSplits; ++splits) {
     if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
     const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
     double us = double((tiles * used + sms - 1) / sms * per) * k_block_us;
