@@ -80,6 +80,20 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     }
 }
 
+// 4 rows of 4 consecutive values (rows ns apart) to 4 rows of 4 (rows dw apart), transposed in registers:
+// 8 vector accesses for 16 values.
+template <class T>
+inline void transpose_4x4(const T* s, int64_t ns, T* d, int64_t dw) {
+  typedef T v4 __attribute__((vector_size(4 * sizeof(T))));
+  const v4 r0 = vload<v4>(s), r1 = vload<v4>(s + ns), r2 = vload<v4>(s + 2 * ns), r3 = vload<v4>(s + 3 * ns);
+  const v4 lo01 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5), lo23 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+  const v4 hi01 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7), hi23 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+  vstore(d, __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5));
+  vstore(d + dw, __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7));
+  vstore(d + 2 * dw, __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5));
+  vstore(d + 3 * dw, __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7));
+}
+
 // n x kc of src (strides ns along n, ks along k) into W-wide slivers of dst, each k-major (its W
 // values for one k side by side), the last zero-padded to W: the MR-row slivers of a and the NR-column
 // slivers of b.
@@ -92,8 +106,19 @@ void pack_slivers(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, T
       for (int64_t p = 0; p < kc; ++p)
         for (int i = 0; i < W; ++i) dst[p * W + i] = T(opmath_t<S>(s[p * ks + i]));
     } else if (ni == W) {  // read along k, contiguous when ks == 1
+      // Rows contiguous along k (a row-major a, a transposed b) are transposed 4 x 4 in registers, four
+      // rows at a time (scalar, each value took a load and a store); the rest one value at a time.
+      // Not for half types (converted on the way) nor doubles on the 16-byte baseline.
+      constexpr int kBlockedRows = std::is_same_v<S, T> && 4 * sizeof(T) <= kBytes ? W / 4 * 4 : 0;
+      int64_t blocked_k = 0;
+      if constexpr (kBlockedRows > 0) {
+        if (ks == 1) blocked_k = kc / 4 * 4;
+        for (int i = 0; i < kBlockedRows && blocked_k > 0; i += 4)
+          for (int64_t p = 0; p < blocked_k; p += 4) transpose_4x4(s + i * ns + p, ns, dst + p * W + i, W);
+      }
       for (int i = 0; i < W; ++i)
-        for (int64_t p = 0; p < kc; ++p) dst[p * W + i] = T(opmath_t<S>(s[i * ns + p * ks]));
+        for (int64_t p = i < kBlockedRows ? blocked_k : 0; p < kc; ++p)
+          dst[p * W + i] = T(opmath_t<S>(s[i * ns + p * ks]));
     } else {
       for (int64_t p = 0; p < kc; ++p)
         for (int i = 0; i < W; ++i) dst[p * W + i] = i < ni ? T(opmath_t<S>(s[i * ns + p * ks])) : T(0);
