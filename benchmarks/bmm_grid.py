@@ -29,7 +29,8 @@ Identical (precision, layout, shape) cases are run once.
 Each case is recorded in the results file (results_file.merge) as
     grid bmm <prec> <layout> B=<b> M=<m> N=<n> K=<k>
 where B=- marks a 2-D call ([M, K] @ [K, N] -> [M, N]) and B=1 a 3-D call with a batch of one. A row has
-tiles_ms, torch_ms, speedup (torch ms / tiles ms), path (torch.ops.tiles._bmm_path), max_err
+tiles_ms, torch_ms, speedup (torch ms / tiles ms), path (torch.ops.tiles._bmm_path), tile (the output
+tile of a Hopper kernel, torch.ops.tiles._bmm_tile; benchmarks/fit_plan_costs.py reads it), max_err
 (max |tiles - torch| / max |torch|) and fro_err (||tiles - torch|| / ||torch||), both against
 torch.matmul's own output at the same precision, tflops (of tiles), source; memory-bound cases (flops
 per byte below the precision's ridge point) also floor_ms: a device copy moving the case's bytes (operands
@@ -298,13 +299,15 @@ def run_case(case, bench, floors, device, rounds):
         max_err, fro_err = errors(out, ref)
         del out, ref
         tiles_ms, torch_ms, (low, high) = time_pair(lambda: T.bmm(a, b), lambda: torch.matmul(a, b), rounds, bench)
-        path = T._bmm_path(a, b)
+        path, tile = T._bmm_path(a, b), T._bmm_tile(a, b)
     finally:
         torch.set_float32_matmul_precision(previous)
     row = {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
            "speedup": round(torch_ms / tiles_ms, 3), "speedup_rounds": [round(low, 3), round(high, 3)],
            "path": path, "max_err": float(f"{max_err:.3g}"), "fro_err": float(f"{fro_err:.3g}"),
            "tflops": round(s.flops() / tiles_ms / 1e9, 1), "source": s.source}
+    if tile:
+        row["tile"] = tile
     del a, b
     if memory_bound(case) and floors is not None:
         floor_ms = floors(case_bytes(case))

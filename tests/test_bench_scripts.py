@@ -94,6 +94,9 @@ def test_grid_records_a_failing_case_and_goes_on(grid, tmp_path, monkeypatch):
 
         def _bmm_path(self, a, b):
             return real._bmm_path(a, b)
+
+        def _bmm_tile(self, a, b):
+            return real._bmm_tile(a, b)
     monkeypatch.setattr(grid, "T", Failing())
     rows = grid.main(["--device", "cpu", "--prec", "fp32,fp64", "-k", "small batched", "--out", str(tmp_path)])
     failed = [r for r in rows if "failed" in r]
@@ -202,3 +205,34 @@ def test_bmm_paths_dry_run(bmm_paths, capsys):
     lines = capsys.readouterr().out.splitlines()[1:]
     assert [line.split()[:3] for line in lines] == [["float64", "TN", "5x7x3"], ["float64", "NN", "2x4x6x8"]]
     assert all(" bmm " in line and "e" in line.split(" bmm ")[1] for line in lines)
+
+
+def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
+    # rows made by the model itself (us = waves x (k-blocks x c + o)) give back its constants; rows that
+    # split, stream or recorded no tile are left out
+    fit_costs = _load("fit_plan_costs")
+    truth = {("bf16", 256): (0.69, 2.7), ("bf16", 192): (0.5, 4.7), ("tf32", 256): (0.68, 6.4)}
+    rows = []
+    for (prec, width), (c, o) in truth.items():
+        for m, n, k in [(4096, 4096, 4096), (2048, 3072, 768), (768, 3072, 8192), (8192, 768, 2304), (1024, 4096, 2048)]:
+            tiles = -(-m // 128) * -(-n // width)
+            waves, k_blocks = -(-tiles // 132), -(-k // fit_costs.K_BLOCK[prec])
+            layout = "NT"  # a K-major a, b K-major: no swap, no transpose in TF32
+            rows.append({"name": f"grid bmm {prec} {layout} B=- M={m} N={n} K={k}", "path": fit_costs.PATHS[prec],
+                         "tile": f"128x{width}", "tiles_ms": waves * (k_blocks * c + o) / 1e3})
+    rows.append({"name": "grid bmm bf16 NN B=- M=768 N=768 K=8192", "path": "hopper-wgmma split-k", "tile": "128x128",
+                 "tiles_ms": 1.0})
+    rows.append({"name": "grid bmm bf16 NN B=- M=4096 N=4096 K=64", "path": "hopper-wgmma", "tiles_ms": 1.0})
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"cases": rows}))
+    fits = fit_costs.main([str(path)])
+    assert set(fits) == {("bf16", 256, False), ("bf16", 192, False), ("tf32", 256, False)}
+    for (prec, width, _), (c, o, median, _) in fits.items():
+        assert c == pytest.approx(truth[(prec, width)][0], rel=1e-6)
+        assert o == pytest.approx(truth[(prec, width)][1], rel=1e-6)
+        assert median < 1e-9
+    assert "transposing" not in capsys.readouterr().out
+    old = tmp_path / "old.json"  # rows from before bmm_grid recorded tiles
+    old.write_text(json.dumps({"cases": [{k: v for k, v in r.items() if k != "tile"} for r in rows]}))
+    assert fit_costs.main([str(old)]) == {}
+    assert "no grid rows with a recorded tile" in capsys.readouterr().out

@@ -1,0 +1,82 @@
+"""Fits the Hopper bmm plans' cost constants to the grid rows of a results file.
+
+    python benchmarks/fit_plan_costs.py                       # the H100 results file
+    python benchmarks/fit_plan_costs.py results.json --sms 132
+
+The plans (bmm/hopper.cu, bmm/hopper_tf32.cu) cost a product's tile width and split count by a model
+(bmm/split_k.cuh): waves x (k-blocks x c + o), with c the time of one k-block of a tile (64 deep for
+bf16 / fp16, 32 for TF32) and o a fixed cost per wave of tiles. For each precision (bf16, fp16, tf32),
+tile width and, in TF32, whether neither operand is K-major (layout TN: the kernel transposes b's tiles),
+this fits c and o by least squares on relative errors over the rows that ran unsplit on the Hopper kernel
+with its TMA stores (path exactly "hopper-wgmma" or "hopper-wgmma tf32") and recorded their tile
+(bmm_grid.py's `tile`; rows from before it did are left out), and prints them with the median and 90th
+percentile of the fit's relative error.
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import re
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAME = re.compile(r"^grid bmm (bf16|fp16|tf32) (NN|TN|NT|TT) B=(-|\d+) M=(\d+) N=(\d+) K=(\d+)$")
+PATHS = {"bf16": "hopper-wgmma", "fp16": "hopper-wgmma", "tf32": "hopper-wgmma tf32"}
+K_BLOCK = {"bf16": 64, "fp16": 64, "tf32": 32}
+
+
+def samples(rows, sms):
+    """(precision, width, transposing) -> [(waves x k-blocks, waves, measured us)]."""
+    out = collections.defaultdict(list)
+    for row in rows:
+        m = NAME.match(row["name"])
+        if not m or row.get("path") != PATHS[m.group(1)] or "tile" not in row:
+            continue
+        prec, layout = m.group(1), m.group(2)
+        batch = 1 if m.group(3) == "-" else int(m.group(3))
+        rows_, cols, k = int(m.group(4)), int(m.group(5)), int(m.group(6))
+        tile_rows, tile_cols = (int(x) for x in row["tile"].split("x"))
+        tiles = batch * math.ceil(rows_ / tile_rows) * math.ceil(cols / tile_cols)
+        waves, k_blocks = math.ceil(tiles / sms), math.ceil(k / K_BLOCK[prec])
+        width = max(tile_rows, tile_cols)  # the Q side (TF32 names swapped tiles rows x columns)
+        transposing = prec == "tf32" and layout == "TN"
+        out[(prec, width, transposing)].append((waves * k_blocks, waves, row["tiles_ms"] * 1e3))
+    return out
+
+
+def fit(points):
+    """(c, o, median relative error, 90th percentile) of us = x * c + waves * o."""
+    a = np.array([[x, w] for x, w, _ in points], dtype=float)
+    y = np.array([t for _, _, t in points], dtype=float)
+    (c, o), *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
+    err = np.abs(a @ np.array([c, o]) / y - 1)
+    return c, o, float(np.median(err)), float(np.quantile(err, 0.9))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="?", default=os.path.join(HERE, "results", "nvidia-h100-80gb-hbm3.json"))
+    ap.add_argument("--sms", type=int, default=132, help="multiprocessors of the GPU the rows ran on")
+    args = ap.parse_args(argv)
+    with open(args.results) as f:
+        rows = json.load(f)["cases"]
+    groups = samples(rows, args.sms)
+    if not groups:
+        print("no grid rows with a recorded tile: rerun benchmarks/bmm_grid.py")
+        return {}
+    print(f"{'precision':9s} {'width':>5s} {'variant':11s} {'rows':>4s} {'c (us)':>7s} {'o (us)':>7s} {'median err':>10s} {'p90':>6s}")
+    fits = {}
+    for key in sorted(groups):
+        if len(groups[key]) < 3:
+            continue
+        c, o, med, p90 = fits[key] = fit(groups[key])
+        prec, width, transposing = key
+        print(f"{prec:9s} {width:5d} {'transposing' if transposing else '':11s} {len(groups[key]):4d} {c:7.3f} {o:7.2f}"
+              f" {100 * med:9.1f}% {100 * p90:5.1f}%")
+    return fits
+
+
+if __name__ == "__main__":
+    main()
