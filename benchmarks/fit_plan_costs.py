@@ -9,8 +9,10 @@ bf16 / fp16, 32 for TF32) and o a fixed cost per wave of tiles. For each precisi
 tile width and, in TF32, whether neither operand is K-major (layout TN: the kernel transposes b's tiles),
 this fits c and o by least squares on relative errors over the rows that ran unsplit on the Hopper kernel
 with its TMA stores (path exactly "hopper-wgmma" or "hopper-wgmma tf32") and recorded their tile
-(bmm_grid.py's `tile`; rows from before it did are left out), and prints them with the median and 90th
-percentile of the fit's relative error.
+(bmm_grid.py's `tile`; rows from before it did are left out, and so are TF32 rows until
+torch.ops.tiles._bmm_tile names the TF32 kernel's tiles: branch tf32-tile-width), and prints them with
+the median and 90th percentile of the fit's relative error. A group whose rows cannot separate c from o
+(every row with the same k-blocks per wave) is reported as such.
 """
 import argparse
 import collections
@@ -18,8 +20,7 @@ import json
 import math
 import os
 import re
-
-import numpy as np
+import statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = re.compile(r"^grid bmm (bf16|fp16|tf32) (NN|TN|NT|TT) B=(-|\d+) M=(\d+) N=(\d+) K=(\d+)$")
@@ -47,12 +48,19 @@ def samples(rows, sms):
 
 
 def fit(points):
-    """(c, o, median relative error, 90th percentile) of us = x * c + waves * o."""
-    a = np.array([[x, w] for x, w, _ in points], dtype=float)
-    y = np.array([t for _, _, t in points], dtype=float)
-    (c, o), *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
-    err = np.abs(a @ np.array([c, o]) / y - 1)
-    return c, o, float(np.median(err)), float(np.quantile(err, 0.9))
+    """(c, o, median relative error, 90th percentile) of us = x * c + waves * o, by least squares on the
+    relative errors (the normal equations of a two-column fit); None where the rows cannot tell c from o."""
+    rows = [(x / t, w / t) for x, w, t in points]  # each row scaled by 1 / measured: relative errors
+    sxx = sum(u * u for u, _ in rows)
+    sxw = sum(u * v for u, v in rows)
+    sww = sum(v * v for _, v in rows)
+    sx, sw = sum(u for u, _ in rows), sum(v for _, v in rows)
+    det = sxx * sww - sxw * sxw
+    if det <= 1e-12 * sxx * sww:
+        return None
+    c, o = (sx * sww - sw * sxw) / det, (sw * sxx - sx * sxw) / det
+    err = sorted(abs((x * c + w * o) / t - 1) for x, w, t in points)
+    return c, o, statistics.median(err), err[min(len(err) - 1, int(0.9 * len(err)))]
 
 
 def main(argv=None):
@@ -71,8 +79,13 @@ def main(argv=None):
     for key in sorted(groups):
         if len(groups[key]) < 3:
             continue
-        c, o, med, p90 = fits[key] = fit(groups[key])
         prec, width, transposing = key
+        result = fit(groups[key])
+        if result is None:
+            print(f"{prec:9s} {width:5d} {'transposing' if transposing else '':11s} {len(groups[key]):4d}"
+                  " every row has the same k-blocks per wave: c and o cannot be told apart")
+            continue
+        c, o, med, p90 = fits[key] = result
         print(f"{prec:9s} {width:5d} {'transposing' if transposing else '':11s} {len(groups[key]):4d} {c:7.3f} {o:7.2f}"
               f" {100 * med:9.1f}% {100 * p90:5.1f}%")
     return fits

@@ -211,27 +211,31 @@ def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
     # rows made by the model itself (us = waves x (k-blocks x c + o)) give back its constants; rows that
     # split, stream or recorded no tile are left out
     fit_costs = _load("fit_plan_costs")
-    truth = {("bf16", 256): (0.69, 2.7), ("bf16", 192): (0.5, 4.7), ("tf32", 256): (0.68, 6.4)}
+    # (precision, width, layout) -> (c, o, tile name); TF32 NN swaps the roles, so its tile is named 256 x 128
+    truth = {("bf16", 256, "NT"): (0.69, 2.7, "128x256"), ("bf16", 192, "NN"): (0.5, 4.7, "128x192"),
+             ("tf32", 256, "NN"): (0.68, 6.4, "256x128"), ("tf32", 256, "TN"): (1.22, 5.3, "128x256")}
     rows = []
-    for (prec, width), (c, o) in truth.items():
+    for (prec, width, layout), (c, o, tile) in truth.items():
+        tile_rows, tile_cols = (int(x) for x in tile.split("x"))
         for m, n, k in [(4096, 4096, 4096), (2048, 3072, 768), (768, 3072, 8192), (8192, 768, 2304), (1024, 4096, 2048)]:
-            tiles = -(-m // 128) * -(-n // width)
+            tiles = -(-m // tile_rows) * -(-n // tile_cols)
             waves, k_blocks = -(-tiles // 132), -(-k // fit_costs.K_BLOCK[prec])
-            layout = "NT"  # a K-major a, b K-major: no swap, no transpose in TF32
             rows.append({"name": f"grid bmm {prec} {layout} B=- M={m} N={n} K={k}", "path": fit_costs.PATHS[prec],
-                         "tile": f"128x{width}", "tiles_ms": waves * (k_blocks * c + o) / 1e3})
-    rows.append({"name": "grid bmm bf16 NN B=- M=768 N=768 K=8192", "path": "hopper-wgmma split-k", "tile": "128x128",
-                 "tiles_ms": 1.0})
-    rows.append({"name": "grid bmm bf16 NN B=- M=4096 N=4096 K=64", "path": "hopper-wgmma", "tiles_ms": 1.0})
+                         "tile": tile, "tiles_ms": waves * (k_blocks * c + o) / 1e3})
+    # left out, each of which would spoil the exact fit: a split product, and a row without its tile
+    rows.append({"name": "grid bmm bf16 NT B=- M=768 N=768 K=8192", "path": "hopper-wgmma split-k", "tile": "128x256",
+                 "tiles_ms": 9.0})
+    rows.append({"name": "grid bmm bf16 NT B=- M=4096 N=4096 K=64", "path": "hopper-wgmma", "tiles_ms": 9.0})
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"cases": rows}))
     fits = fit_costs.main([str(path)])
-    assert set(fits) == {("bf16", 256, False), ("bf16", 192, False), ("tf32", 256, False)}
-    for (prec, width, _), (c, o, median, _) in fits.items():
-        assert c == pytest.approx(truth[(prec, width)][0], rel=1e-6)
-        assert o == pytest.approx(truth[(prec, width)][1], rel=1e-6)
+    assert set(fits) == {("bf16", 256, False), ("bf16", 192, False), ("tf32", 256, False), ("tf32", 256, True)}
+    for (prec, width, transposing), (c, o, median, _) in fits.items():
+        want = truth[(prec, width, "TN" if transposing else "NT" if (prec, width) == ("bf16", 256) else "NN")]
+        assert c == pytest.approx(want[0], rel=1e-6)
+        assert o == pytest.approx(want[1], rel=1e-6)
         assert median < 1e-9
-    assert "transposing" not in capsys.readouterr().out
+    assert "transposing" in capsys.readouterr().out
     old = tmp_path / "old.json"  # rows from before bmm_grid recorded tiles
     old.write_text(json.dumps({"cases": [{k: v for k, v in r.items() if k != "tile"} for r in rows]}))
     assert fit_costs.main([str(old)]) == {}

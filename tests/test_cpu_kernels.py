@@ -240,10 +240,11 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         r[1, n - 1] = float("nan")
         for fn in ("max", "min"):
             assert torch.isnan(T.reduce(r, [1], fn)).tolist() == [False, True, False], (n, fn)
+    # K = 303: a second k-block of 47 (KC = 256), whose packs transpose 4 x 4 blocks and then a tail of 3
     for ta in (False, True):
         for tb in (False, True):
-            a = rand_values((3, 29, 300), "real").to(dtype)
-            b = rand_values((3, 300, 45), "real").to(dtype)
+            a = rand_values((3, 29, 303), "real").to(dtype)
+            b = rand_values((3, 303, 45), "real").to(dtype)
             a = a.transpose(1, 2).contiguous().transpose(1, 2) if ta else a
             b = b.transpose(1, 2).contiguous().transpose(1, 2) if tb else b
             assert_bmm_close(T.bmm(a, b), a, b)

@@ -81,7 +81,10 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
 }
 
 // 4 rows of 4 consecutive values (rows ns apart) to 4 rows of 4 (rows dw apart), transposed in registers:
-// 8 vector accesses for 16 values.
+// 8 vector accesses for 16 values. Where the compiler has __builtin_shufflevector (GCC 12, clang); the
+// packs fall back to their scalar loop elsewhere.
+#if defined(__clang__) || __GNUC__ >= 12
+constexpr bool kRegisterTranspose = true;
 template <class T>
 inline void transpose_4x4(const T* s, int64_t ns, T* d, int64_t dw) {
   typedef T v4 __attribute__((vector_size(4 * sizeof(T))));
@@ -93,6 +96,11 @@ inline void transpose_4x4(const T* s, int64_t ns, T* d, int64_t dw) {
   vstore(d + 2 * dw, __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5));
   vstore(d + 3 * dw, __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7));
 }
+#else
+constexpr bool kRegisterTranspose = false;
+template <class T>
+inline void transpose_4x4(const T*, int64_t, T*, int64_t) {}
+#endif
 
 // n x kc of src (strides ns along n, ks along k) into W-wide slivers of dst, each k-major (its W
 // values for one k side by side), the last zero-padded to W: the MR-row slivers of a and the NR-column
@@ -109,7 +117,8 @@ void pack_slivers(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, T
       // Rows contiguous along k (a row-major a, a transposed b) are transposed 4 x 4 in registers, four
       // rows at a time (scalar, each value took a load and a store); the rest one value at a time.
       // Not for half types (converted on the way) nor doubles on the 16-byte baseline.
-      constexpr int kBlockedRows = std::is_same_v<S, T> && 4 * sizeof(T) <= kBytes ? W / 4 * 4 : 0;
+      constexpr bool kBlocked = kRegisterTranspose && std::is_same_v<S, T> && 4 * sizeof(T) <= kBytes;
+      constexpr int kBlockedRows = kBlocked ? W / 4 * 4 : 0;
       int64_t blocked_k = 0;
       if constexpr (kBlockedRows > 0) {
         if (ks == 1) blocked_k = kc / 4 * 4;
