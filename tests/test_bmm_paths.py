@@ -123,6 +123,11 @@ def operand(layout, batch, rows, cols, dtype):
     raise ValueError(layout)
 
 
+def operands(layouts, batch, m, n, k, dtype):
+    """a ([batch, m, k]) and b ([batch, k, n]) in `layouts`, each as operand() makes it."""
+    return operand(layouts[0], batch, m, k, dtype), operand(layouts[1], batch, k, n, dtype)
+
+
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
 # last four take fewer waves at wider tiles, so they run the 192- and 256-wide kernels, the others the
@@ -154,8 +159,7 @@ LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col
 def test_hopper_path(dtype, shape, layouts):
     hopper_expected()
     batch, m, n, k = shape
-    a = operand(layouts[0], batch, m, k, dtype)
-    b = operand(layouts[1], batch, k, n, dtype)
+    a, b = operands(layouts, batch, m, n, k, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
     assert_tile(a, b, TILE_WIDTH.get(shape, 128))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
@@ -204,8 +208,7 @@ STORE_WALKS = {(14, 520, 1000): 256, (12, 520, 1032): 192, (44, 250, 264): 128}
 def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     hopper_expected()
     batch, m, n = batch_m_n
-    a = operand(layouts[0], batch, m, k, dtype)
-    b = operand(layouts[1], batch, k, n, dtype)
+    a, b = operands(layouts, batch, m, n, k, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
     assert_tile(a, b, STORE_WALKS[batch_m_n])
     assert_bmm_close(poisoned_bmm(a, b), a, b)
@@ -245,8 +248,7 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
     hopper_expected()
     m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)
-    a = operand(layouts[0], batch, m, k, dtype)
-    b = operand(layouts[1], batch, k, n, dtype)
+    a, b = operands(layouts, batch, m, n, k, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
     assert_tile(a, b, width)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
@@ -266,8 +268,7 @@ HALF_SPLIT_K_SHAPES = [(1, 128, 128, 8192), (2, 200, 131, 4100), (1, 300, 264, 3
 def test_hopper_split_k(dtype, shape, layouts):
     hopper_expected()
     batch, m, n, k = shape
-    a = operand(layouts[0], batch, m, k, dtype)
-    b = operand(layouts[1], batch, k, n, dtype)
+    a, b = operands(layouts, batch, m, n, k, dtype)
     if shape == HALF_SPLIT_K_SHAPES[0] or sm_count() == 132:
         assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " split-k"
     out = poisoned_bmm(a, b)
