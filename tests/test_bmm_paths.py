@@ -651,7 +651,9 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
 
 # Few output tiles over a long K: the Hopper float32 kernel splits K (up to 8 slices, each tile's partials
 # summed in order, the last slice with a K tail); N = 390 takes the direct stores, 384 the TMA stores.
-SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050)]
+# 840 x 832 takes 256-wide tiles in TF32 on 132 SMs, 28 of them split four ways (its 128-wide ones under
+# 3xTF32), checked by test_hopper_float32_split_k_tile.
+SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050), (1, 840, 832, 4100)]
 
 
 @requires_cuda
@@ -665,6 +667,53 @@ def test_hopper_float32_split_k(float32_precision, shape, layouts):
     out = poisoned_on_path(a, b, "hopper")
     assert_bmm_close(out, a, b, tol)
     assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # the same bits every run
+
+
+def assert_float32_tile(a, b, tile):
+    """The Hopper float32 kernel's output tile for a and b, `tile` as rows x columns of the kernel's own
+    (R rows x Q rows), which a K-major a times a row-major b swaps. Checked on 132 SMs, where the shapes
+    of these tests were worked out against bmm/hopper_tf32.cu `plan`."""
+    if sm_count() == 132:
+        swapped = a.stride(-1) == 1 and b.stride(-1) == 1  # both row-major: R is b^T
+        assert torch.ops.tiles._bmm_tile(a, b) == ("x".join(tile.split("x")[::-1]) if swapped else tile)
+
+
+# TF32's tile width and K split are costed together (bmm/hopper_tf32.cu `plan`): a weight gradient's
+# 1024 x 4096 over K = 8192 fills one wave of 132 SMs with 128 tiles of 256 columns (as 128-wide tiles:
+# 256 of them, a second wave), 4096^3 takes 256-wide tiles as before, and a 256 x 384 output over K = 2100
+# 128-wide ones, split four ways. 3xTF32 has only 128-wide tiles.
+TF32_TILES = [((1, 1024, 4096, 8192), "128x256"), ((1, 4096, 4096, 4096), "128x256"), ((1, 256, 384, 2100), "128x128")]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS[:4], ids=["-".join(l) for l in LAYOUTS[:4]])
+def test_hopper_float32_tile_width(layouts):
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        for shape, tile in TF32_TILES:
+            a, b = tf32_operands(layouts, shape)
+            torch.set_float32_matmul_precision("high")
+            assert torch.ops.tiles._bmm_path(a, b) == "hopper-wgmma tf32"
+            assert_float32_tile(a, b, tile)
+            torch.set_float32_matmul_precision("highest")
+            assert_float32_tile(a, b, "128x128")
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+def test_hopper_float32_split_k_tile(layouts):
+    # SPLIT_K_SHAPES' last shape covers 256-wide tiles with split K in TF32
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        a, b = tf32_operands(layouts, SPLIT_K_SHAPES[-1])
+        assert_float32_tile(a, b, "128x256")
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def float32_path(a, b, tensor_cores):

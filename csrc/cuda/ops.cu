@@ -72,7 +72,11 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
 std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
-  return choose_path(p) == Path::hopper ? hopper::tile(p) : "";
+  switch (choose_path(p)) {
+    case Path::hopper: return hopper::tile(p);
+    case Path::hopper_tf32: return hopper_tf32::tile(p);
+    default: return "";
+  }
 }
 
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {

@@ -5,6 +5,10 @@
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -39,6 +43,74 @@ double k_block_us(bool three_pass, int bq, bool transposing) {
   return (bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1);
 }
 
+// Which operand plays R (through registers) and which Q (K-major in shared memory): only b^T can play
+// R when a is K-major and b is not, and then the output tiles are transposed.
+struct Roles {
+  OperandLayout r, q;
+  bool swap;
+  int64_t p_rows, q_rows;  // R's and Q's rows: the output's two sides, transposed when swapped
+};
+
+Roles roles(const BmmProblem& p) {
+  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
+  if (!la.mn_major && lb.mn_major) return {lb, la, true, p.n, p.m};
+  return {la, lb, false, p.m, p.n};
+}
+
+// EXPERIMENT (branch tf32-tile-width, not for main): TILES_TF32_WIDTH_RULE=waves takes the width by the
+// rule this branch replaces (256 unless fewer 256-wide tiles than SMs), for an A/B in one process (read
+// at every call, so a script can flip os.environ between calls).
+bool waves_rule() {
+  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
+  return v && std::string(v) == "waves";
+}
+int waves_rule_width(int64_t row_tiles, int64_t q_rows, bool three_pass, int sms) {
+  return !three_pass && q_rows > 128 && row_tiles * ((q_rows + 255) / 256) >= sms ? 256 : 128;
+}
+
+// The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
+// and the tile's name share.
+struct Plan {
+  int bq;
+  int tiles_p, tiles_q;
+  int64_t k_blocks;  // per split
+  int splits;
+  int grid;
+};
+
+Plan plan(const BmmProblem& p) {
+  const Roles ro = roles(p);
+  const bool three_pass = !float32_as_tf32();  // 3xTF32
+  const bool transposing = ro.r.mn_major && ro.q.mn_major;
+  const int sms = sm_count();
+  const int tiles_p = int((ro.p_rows + 127) / 128);
+  const int64_t k_total = (p.k + 31) / 32, outputs = p.batch * p.m * p.n;
+  // The past-K k-blocks of the last slice (fewer than the slices) must keep TMA's int32 k in range.
+  const bool can_split = (k_total + kMaxCostedSplits) * 32 <= INT32_MAX;
+  // Tile width and split count together, the cheapest by the model: 256-wide tiles do more products per
+  // byte of shared memory (a k-block costs 1.6x a 128-wide one's for 2x the outputs), 128-wide ones fill
+  // more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
+  // put 1024 x 4096 x 8192 on 256 tiles of 128 (1.94 waves, 225 us modelled) where 128 tiles of 256 fill
+  // one (182 us; NOTES.md, TF32 section).
+  Plan best{};
+  double best_us = 0;
+  for (const int bq : {256, 128}) {
+    if (bq == 256 && (three_pass || ro.q_rows <= 128)) continue;
+    if (waves_rule() && bq != waves_rule_width(p.batch * tiles_p, ro.q_rows, three_pass, sms)) continue;
+    const int tiles_q = int((ro.q_rows + bq - 1) / bq);
+    const int64_t tiles = p.batch * tiles_p * tiles_q;
+    const double block_us = k_block_us(three_pass, bq, transposing);
+    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, block_us)
+                                   : KSplit{1, double((tiles + sms - 1) / sms * k_total) * block_us};
+    if (best.bq != 0 && split.us >= best_us) continue;
+    const int64_t k_blocks = (k_total + split.splits - 1) / split.splits;
+    const int splits = int((k_total + k_blocks - 1) / k_blocks);
+    best = {bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
+    best_us = split.us;
+  }
+  return best;
+}
+
 }  // namespace
 
 bool can_run(const BmmProblem& p, const char** why) {
@@ -52,33 +124,29 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
+const char* tile(const BmmProblem& p) {
+  const Plan chosen = plan(p);
+  if (roles(p).swap) return chosen.bq == 256 ? "256x128" : "128x128";  // output tiles transposed
+  return chosen.bq == 256 ? "128x256" : "128x128";
+}
+
 void bmm(const BmmProblem& p) {
-  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  const bool swap = !la.mn_major && lb.mn_major;  // only b^T can play R
+  const Roles ro = roles(p);
+  const bool swap = ro.swap;
   const at::Tensor& r = swap ? p.b : p.a;
   const at::Tensor& q = swap ? p.a : p.b;
-  const OperandLayout& lr = swap ? lb : la;
-  const OperandLayout& lq = swap ? la : lb;
+  const OperandLayout &lr = ro.r, &lq = ro.q;
+  const Plan chosen = plan(p);
+  const int bq = chosen.bq, grid = chosen.grid;
+  const bool three_pass = !float32_as_tf32();
 
   hopper::Tf32Shape s;
   s.batch = p.batch, s.k = p.k;
-  s.p = swap ? p.n : p.m, s.q = swap ? p.m : p.n;
+  s.p = ro.p_rows, s.q = ro.q_rows;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
-  s.tiles_p = int((s.p + 127) / 128);
-  const bool three_pass = !float32_as_tf32();  // 3xTF32
-  // TF32 takes 256-wide Q tiles (more products per byte loaded) unless they would leave
-  // multiprocessors idle; 3xTF32 needs its second set of accumulators, so 128.
-  const int sms = sm_count();
-  const int64_t wide_tiles = p.batch * s.tiles_p * ((s.q + 255) / 256);
-  const int bq = !three_pass && s.q > 128 && wide_tiles >= sms ? 256 : 128;
-  s.tiles_q = int((s.q + bq - 1) / bq);
-  const int64_t tiles = p.batch * s.tiles_p * s.tiles_q, k_blocks = (p.k + 31) / 32;
+  s.tiles_p = chosen.tiles_p, s.tiles_q = chosen.tiles_q;
+  s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
   const int64_t outputs = p.batch * p.m * p.n;
-  const double block_us = k_block_us(three_pass, bq, lr.mn_major && lq.mn_major);
-  const int k_splits = costed_k_splits(tiles, k_blocks, outputs, sms, block_us);
-  s.k_blocks = (k_blocks + k_splits - 1) / k_splits;
-  s.splits = int((k_blocks + s.k_blocks - 1) / s.k_blocks);
-  const int grid = int(std::min<int64_t>(tiles * s.splits, sms));
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
   // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
