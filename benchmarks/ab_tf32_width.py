@@ -2,11 +2,12 @@
 
     python benchmarks/ab_tf32_width.py [--rounds 3] [-k filter]
 
-For every tf32 case of bmm_grid.py whose tile differs between the costed rule (this branch) and the
-waves rule it replaces (TILES_TF32_WIDTH_RULE=waves, read at every call), times both and torch.matmul
-in alternating rounds (do_bench, L2 flushed), checks the new rule's output against torch's, and prints
-the per-case times, the geomean of old / new over the changed cases, and the tf32 grid geomean with the
-changed cases' speedups replaced (the unchanged ones from the results file).
+For every tf32 case of bmm_grid.py on the Hopper TF32 kernel whose tile differs between the costed
+rule (this branch) and the waves rule it replaces (TILES_TF32_WIDTH_RULE=waves, read at every call; its
+split costs too), and every few-tile long-K case (whose split count may differ), times both rules and
+torch.matmul in alternating rounds (do_bench, L2 flushed), checks the output against torch's, and
+prints the per-case times, the geomean of old / new over those cases, and the tf32 grid geomean with
+their speedups replaced (the other cases' from the results file).
 """
 import argparse
 import json
@@ -49,12 +50,15 @@ def main():
     recorded = {r["name"]: r for r in json.load(open(results))["cases"]}
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
     changed, replaced = [], {}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for case in grid_cases(("tf32",), k=args.k):
         s = case.shape
         a = operand(s.b, s.m, s.k, case.layout[0] == "T", torch.float32, "cuda")
         b = operand(s.b, s.k, s.n, case.layout[1] == "T", torch.float32, "cuda")
         old_tile, new_tile = with_rule(True, lambda: T._bmm_tile(a, b)), with_rule(False, lambda: T._bmm_tile(a, b))
-        if old_tile == new_tile:
+        # the split count is not visible from here: also time the few-tile long-K cases whose tile is the same
+        few_tiles = s.batch * -(-s.m // 128) * -(-s.n // 128) < 2 * sms and s.k >= 1024
+        if not new_tile or (old_tile == new_tile and not few_tiles):
             continue
         _, fro = errors(T.bmm(a, b), torch.matmul(a, b))
         times = {"old": [], "new": [], "torch": []}

@@ -36,11 +36,17 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
   hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
 }
 
-// One k-block of a tile, in H100 microseconds (from whole-wave timings: 4096^3, 768 x 3072 x 16384).
-// The transposing variant (neither operand K-major) takes twice as long per block in TF32.
-double k_block_us(bool three_pass, int bq, bool transposing) {
-  if (three_pass) return transposing ? 1.6 : 1.32;
-  return (bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1);
+// The model's costs in H100 microseconds: one k-block of a tile, and a fixed cost per wave of tiles
+// (pipeline fill, the last tile's stores). TF32: least-squares fits over the unsplit TF32 grid cases at
+// 27adeba (NOTES.md, TF32 section; median error 5% at 256-wide, 9% at 128). 3xTF32 (128-wide only):
+// whole-wave timings, no wave cost.
+struct BlockCost {
+  double k_block_us, wave_us;
+};
+BlockCost block_cost(bool three_pass, int bq, bool transposing) {
+  if (three_pass) return {transposing ? 1.6 : 1.32, 0};
+  if (transposing) return bq == 256 ? BlockCost{1.22, 5.3} : BlockCost{0.86, 3.8};
+  return bq == 256 ? BlockCost{0.68, 6.4} : BlockCost{0.50, 5.0};
 }
 
 // Which operand plays R (through registers) and which Q (K-major in shared memory): only b^T can play
@@ -57,9 +63,10 @@ Roles roles(const BmmProblem& p) {
   return {la, lb, false, p.m, p.n};
 }
 
-// EXPERIMENT (branch tf32-tile-width, not for main): TILES_TF32_WIDTH_RULE=waves takes the width by the
-// rule this branch replaces (256 unless fewer 256-wide tiles than SMs), for an A/B in one process (read
-// at every call, so a script can flip os.environ between calls).
+// EXPERIMENT (branch tf32-tile-width, not for main): TILES_TF32_WIDTH_RULE=waves takes the width and the
+// split costs this branch replaces (256 unless fewer 256-wide tiles than SMs; k-blocks of 0.44 / 0.71 us,
+// twice that transposing, no wave cost), for an A/B in one process (read at every call, so a script can
+// flip os.environ between calls).
 bool waves_rule() {
   const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
   return v && std::string(v) == "waves";
@@ -88,10 +95,10 @@ Plan plan(const BmmProblem& p) {
   // The past-K k-blocks of the last slice (fewer than the slices) must keep TMA's int32 k in range.
   const bool can_split = (k_total + kMaxCostedSplits) * 32 <= INT32_MAX;
   // Tile width and split count together, the cheapest by the model: 256-wide tiles do more products per
-  // byte of shared memory (a k-block costs 1.6x a 128-wide one's for 2x the outputs), 128-wide ones fill
+  // byte of shared memory (a k-block costs 1.4x a 128-wide one's for 2x the outputs), 128-wide ones fill
   // more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
-  // put 1024 x 4096 x 8192 on 256 tiles of 128 (1.94 waves, 225 us modelled) where 128 tiles of 256 fill
-  // one (182 us; NOTES.md, TF32 section).
+  // put 1024 x 4096 x 8192 on 256 tiles of 128 (two waves: 266 us modelled, 255 measured) where 128
+  // tiles of 256 fill one (180 us modelled).
   Plan best{};
   double best_us = 0;
   for (const int bq : {256, 128}) {
@@ -99,9 +106,11 @@ Plan plan(const BmmProblem& p) {
     if (waves_rule() && bq != waves_rule_width(p.batch * tiles_p, ro.q_rows, three_pass, sms)) continue;
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
-    const double block_us = k_block_us(three_pass, bq, transposing);
-    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, block_us)
-                                   : KSplit{1, double((tiles + sms - 1) / sms * k_total) * block_us};
+    BlockCost cost = block_cost(three_pass, bq, transposing);
+    if (waves_rule() && !three_pass) cost = {(bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1), 0};
+    const double waves = double((tiles + sms - 1) / sms);
+    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us)
+                                   : KSplit{1, waves * (double(k_total) * cost.k_block_us + cost.wave_us)};
     if (best.bq != 0 && split.us >= best_us) continue;
     const int64_t k_blocks = (k_total + split.splits - 1) / split.splits;
     const int splits = int((k_total + k_blocks - 1) / k_blocks);
