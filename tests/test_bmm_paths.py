@@ -651,9 +651,10 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
 
 # Few output tiles over a long K: the Hopper float32 kernel splits K (up to 8 slices, each tile's partials
 # summed in order, the last slice with a K tail); N = 390 takes the direct stores, 384 the TMA stores.
-# 840 x 832 takes 256-wide tiles in TF32 on 132 SMs, 28 of them split four ways (its 128-wide ones under
-# 3xTF32), checked by test_hopper_float32_split_k_tile.
-SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050), (1, 840, 832, 4100)]
+# On 132 SMs, in TF32, 960 x 1080 takes 256-wide tiles split three ways and 840 x 832 192-wide ones split
+# three ways (both 128-wide under 3xTF32), checked by test_hopper_float32_split_k_tile.
+SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050), (1, 960, 1080, 3076), (1, 840, 832, 2052)]
+SPLIT_K_TILES = {(1, 960, 1080, 3076): "128x256", (1, 840, 832, 2052): "128x192"}
 
 
 @requires_cuda
@@ -680,9 +681,11 @@ def assert_float32_tile(a, b, tile):
 
 # TF32's tile width and K split are costed together (bmm/hopper_tf32.cu `plan`): a weight gradient's
 # 1024 x 4096 over K = 8192 fills one wave of 132 SMs with 128 tiles of 256 columns (as 128-wide tiles:
-# 256 of them, a second wave), 4096^3 takes 256-wide tiles as before, and a 256 x 384 output over K = 2100
+# 256 of them, a second wave), 4096^3 takes 256-wide tiles, 2048 x 3072 over K = 768 192-wide ones (256
+# tiles in two waves, as many as 192 tiles of 256 columns take), and a 256 x 384 output over K = 2100
 # 128-wide ones, split four ways. 3xTF32 has only 128-wide tiles.
-TF32_TILES = [((1, 1024, 4096, 8192), "128x256"), ((1, 4096, 4096, 4096), "128x256"), ((1, 256, 384, 2100), "128x128")]
+TF32_TILES = [((1, 1024, 4096, 8192), "128x256"), ((1, 4096, 4096, 4096), "128x256"), ((1, 2048, 3072, 768), "128x192"),
+              ((1, 256, 384, 2100), "128x128")]
 
 
 @requires_cuda
@@ -705,13 +708,14 @@ def test_hopper_float32_tile_width(layouts):
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 def test_hopper_float32_split_k_tile(layouts):
-    # SPLIT_K_SHAPES' last shape covers 256-wide tiles with split K in TF32
+    # SPLIT_K_SHAPES covers the 256- and 192-wide tiles with split K in TF32
     hopper_float32_expected()
     old = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("high")
-        a, b = tf32_operands(layouts, SPLIT_K_SHAPES[-1])
-        assert_float32_tile(a, b, "128x256")
+        for shape, tile in SPLIT_K_TILES.items():
+            a, b = tf32_operands(layouts, shape)
+            assert_float32_tile(a, b, tile)
     finally:
         torch.set_float32_matmul_precision(old)
 

@@ -170,15 +170,16 @@ def hopper_streaming():
 
 # The Hopper float32 kernel (sm_90a builds; elsewhere mma.sync): TF32 ("high") and 3xTF32 ("highest") in
 # every major order with edge tiles; an M-major a with a row-major b (no K-major operand) has its b tiles
-# transposed in shared memory, with K and N tails; (12, 1400, 40, 520) takes 256-wide tiles in TF32;
-# under "high", (1, 256, 2100, 384) splits K four ways (six tiles, a K tail in the last split), and
-# (1, 840, 4100, 832) takes 256-wide tiles split four ways (on 132 SMs).
+# transposed in shared memory, with K and N tails; on 132 SMs under "high", (12, 1400, 40, 520) takes
+# 256-wide tiles with the roles swapped (rr) and 192-wide ones otherwise, (1, 256, 2100, 384) splits K four
+# ways (six tiles, a K tail in the last split), (1, 960, 3076, 1080) takes 256-wide tiles split three
+# ways and (1, 840, 2052, 832) 192-wide ones split three ways.
 def hopper_float32():
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
         for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384),
-                              (1, 840, 4100, 832)]:
+                              (1, 960, 3076, 1080), (1, 840, 2052, 832)]:
             a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
             w_row, w_col = rand(b, k, n), rand(b, n, k).mT
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),

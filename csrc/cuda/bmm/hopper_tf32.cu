@@ -45,8 +45,13 @@ struct BlockCost {
 };
 BlockCost block_cost(bool three_pass, int bq, bool transposing) {
   if (three_pass) return {transposing ? 1.6 : 1.32, 0};
-  if (transposing) return bq == 256 ? BlockCost{1.22, 5.3} : BlockCost{0.86, 3.8};
-  return bq == 256 ? BlockCost{0.68, 6.4} : BlockCost{0.50, 5.0};
+  switch (bq) {
+    case 256: return transposing ? BlockCost{1.22, 5.3} : BlockCost{0.68, 6.4};
+    // PROVISIONAL (branch): not yet measured. Placed between 128 and 256 where the 16-bit kernel's 192-wide
+    // tiles sit between its 128- and 256-wide ones (a quarter of the way up).
+    case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
+    default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
+  }
 }
 
 // Which operand plays R (through registers) and which Q (K-major in shared memory): only b^T can play
@@ -71,6 +76,11 @@ bool waves_rule() {
   const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
   return v && std::string(v) == "waves";
 }
+// TILES_TF32_WIDTH_RULE=no192: this branch's costed choice without the 192-wide tiles.
+bool no_192() {
+  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
+  return v && std::string(v) == "no192";
+}
 int waves_rule_width(int64_t row_tiles, int64_t q_rows, bool three_pass, int sms) {
   return !three_pass && q_rows > 128 && row_tiles * ((q_rows + 255) / 256) >= sms ? 256 : 128;
 }
@@ -94,15 +104,16 @@ Plan plan(const BmmProblem& p) {
   const int64_t k_total = (p.k + 31) / 32, outputs = p.batch * p.m * p.n;
   // The past-K k-blocks of the last slice (fewer than the slices) must keep TMA's int32 k in range.
   const bool can_split = (k_total + kMaxCostedSplits) * 32 <= INT32_MAX;
-  // Tile width and split count together, the cheapest by the model: 256-wide tiles do more products per
-  // byte of shared memory (a k-block costs 1.4x a 128-wide one's for 2x the outputs), 128-wide ones fill
-  // more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
+  // Tile width and split count together, the cheapest by the model: wider tiles do more products per
+  // byte of shared memory (a 256-wide k-block costs 1.4x a 128-wide one's for 2x the outputs), narrower
+  // ones fill more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
   // put 1024 x 4096 x 8192 on 256 tiles of 128 (two waves: 266 us modelled, 255 measured) where 128
   // tiles of 256 fill one (180 us modelled).
   Plan best{};
   double best_us = 0;
-  for (const int bq : {256, 128}) {
-    if (bq == 256 && (three_pass || ro.q_rows <= 128)) continue;
+  for (const int bq : {256, 192, 128}) {
+    if (bq > 128 && (three_pass || ro.q_rows <= 128)) continue;
+    if (bq == 192 && no_192()) continue;
     if (waves_rule() && bq != waves_rule_width(p.batch * tiles_p, ro.q_rows, three_pass, sms)) continue;
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
@@ -135,8 +146,12 @@ bool can_run(const BmmProblem& p, const char** why) {
 
 const char* tile(const BmmProblem& p) {
   const Plan chosen = plan(p);
-  if (roles(p).swap) return chosen.bq == 256 ? "256x128" : "128x128";  // output tiles transposed
-  return chosen.bq == 256 ? "128x256" : "128x128";
+  const bool swap = roles(p).swap;  // output tiles transposed
+  switch (chosen.bq) {
+    case 256: return swap ? "256x128" : "128x256";
+    case 192: return swap ? "192x128" : "128x192";
+    default: return "128x128";
+  }
 }
 
 void bmm(const BmmProblem& p) {
@@ -174,8 +189,11 @@ void bmm(const BmmProblem& p) {
   if (three_pass) {
     launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
   } else {
-    bq == 256 ? launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid)
-              : launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+    switch (bq) {
+      case 256: launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
+      case 192: launch_roles<1, 192>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
+      default: launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+    }
   }
   if (s.splits > 1) sum_splits<float, float>(p.out.data_ptr<float>(), partials, outputs, s.splits);
 }
