@@ -6,8 +6,8 @@ Three rules, chosen per call by TILES_TF32_WIDTH_RULE (read at every call): "old
 rule and split costs this branch replaces), "no192" (the costed choice over 256 and 128 only) and "new"
 (unset: 256, 192 and 128). For every tf32 case of bmm_grid.py on the Hopper TF32 kernel whose tile
 differs between them, and every few-tile long-K case (whose split count may differ), times the three
-and torch.matmul in alternating rounds (do_bench, L2 flushed), checks the new rule's output against
-torch's, and prints per case the tiles, times and speedups, the geomean gain of each rule over the old,
+and torch.matmul in alternating rounds (do_bench medians, L2 flushed), checks each rule's output
+against torch's, and prints per case the tiles, times and speedups, the geomean gain of each rule over the old,
 and the tf32 grid geomean under each rule (timed cases replaced, the others from the results file).
 """
 import argparse
@@ -50,12 +50,17 @@ def main():
     ap.add_argument("-k", default="")
     args = ap.parse_args()
     from triton.testing import do_bench
-    bench = lambda f: do_bench(f, warmup=3, rep=15)  # noqa: E731
+    bench = lambda f: do_bench(f, warmup=3, rep=15, return_mode="median")  # noqa: E731
     torch.set_float32_matmul_precision("high")
     results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "nvidia-h100-80gb-hbm3.json")
     recorded = {r["name"]: r for r in json.load(open(results))["cases"]}
-    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
+    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}", flush=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # the build must be this branch's, and the knob must reach it: 2048 x 3072 x 768 takes 256-wide tiles
+    # (swapped) under the old rule and 192-wide ones under the new, on 132 SMs
+    probe = (torch.randn(2048, 768, device="cuda"), torch.randn(768, 3072, device="cuda"))
+    probe_tiles = {rule: with_rule(rule, lambda: T._bmm_tile(*probe)) for rule in RULES}
+    assert sms == 132 and probe_tiles == {"old": "256x128", "no192": "256x128", "new": "192x128"}, (sms, probe_tiles)
     gains, replaced = {"no192": [], "new": []}, {"old": {}, "no192": {}, "new": {}}
     for case in grid_cases(("tf32",), k=args.k):
         s = case.shape
@@ -66,7 +71,10 @@ def main():
         few_tiles = s.batch * -(-s.m // 128) * -(-s.n // 128) < 2 * sms and s.k >= 1024
         if not tiles["new"] or (len(set(tiles.values())) == 1 and not few_tiles):
             continue
-        _, fro = with_rule("new", lambda: errors(T.bmm(a, b), torch.matmul(a, b)))
+        ref = torch.matmul(a, b)
+        fro = max(with_rule(rule, lambda: errors(T.bmm(a, b), ref))[1] for rule in RULES)
+        assert fro < 1e-2, (case.name, tiles, fro)  # TF32 against TF32: ~1e-3 when right
+        del ref
         order = list(RULES) + ["torch"]
         times = {w: [] for w in order}
         for r in range(args.rounds):
@@ -82,7 +90,8 @@ def main():
             gains[rule].append(us["old"] / us[rule])
         print(f"{case.name[9:]:46s} {tiles['old']:>7s} {tiles['no192']:>7s} {tiles['new']:>7s} | us old {us['old']:7.1f}"
               f" no192 {us['no192']:7.1f} new {us['new']:7.1f} torch {us['torch']:7.1f} | speedup"
-              f" {us['torch'] / us['old']:4.2f} {us['torch'] / us['no192']:4.2f} {us['torch'] / us['new']:4.2f}  fro {fro:.1e}")
+              f" {us['torch'] / us['old']:4.2f} {us['torch'] / us['no192']:4.2f} {us['torch'] / us['new']:4.2f}  fro {fro:.1e}",
+              flush=True)
         del a, b
     for rule, v in gains.items():
         if v:

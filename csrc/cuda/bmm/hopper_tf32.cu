@@ -47,8 +47,8 @@ BlockCost block_cost(bool three_pass, int bq, bool transposing) {
   if (three_pass) return {transposing ? 1.6 : 1.32, 0};
   switch (bq) {
     case 256: return transposing ? BlockCost{1.22, 5.3} : BlockCost{0.68, 6.4};
-    // PROVISIONAL (branch): not yet measured. Placed between 128 and 256 where the 16-bit kernel's 192-wide
-    // tiles sit between its 128- and 256-wide ones (a quarter of the way up).
+    // PROVISIONAL (branch): not yet measured. The k-block a quarter of the way from 128 to 256, where the
+    // 16-bit kernel's 192-wide tiles sit between its own; the wave cost between the two (a guess).
     case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
     default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
   }
@@ -143,6 +143,8 @@ bool can_run(const BmmProblem& p, const char** why) {
   return true;
 #endif
 }
+
+bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 
 const char* tile(const BmmProblem& p) {
   const Plan chosen = plan(p);

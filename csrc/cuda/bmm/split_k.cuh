@@ -38,7 +38,8 @@ inline KSplit cheapest_k_split(int64_t tiles, int64_t k_blocks, int64_t outputs,
   for (int splits = 1; splits <= kMaxCostedSplits; ++splits) {
     if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
     const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
-    double us = double((tiles * used + sms - 1) / sms) * (double(per) * k_block_us + wave_us);
+    const int64_t waves = (tiles * used + sms - 1) / sms;
+    double us = double(waves * per) * k_block_us + double(waves) * wave_us;
     if (used > 1) us += double(used * outputs) * 8 / kBytesPerUs + kSumUs;  // 4 bytes out, 4 back
     if (splits == 1 || us < best.us) best = {int(used), us};
   }
