@@ -436,7 +436,8 @@ def test_mma_path(kind, shape, layouts):
     a = mma_operand(layouts[0], batch, m, k, dtype)
     b = mma_operand(layouts[1], batch, k, n, dtype)
     # bmm's own path is checked for float32 / float64 (bf16 / fp16 take the Hopper kernel on an H100)
-    paths = (f"mma-sync {name}", f"hopper-wgmma {name}", SPLIT_K) if dtype in (torch.float32, torch.float64) else None
+    paths = ((f"mma-sync {name}", f"hopper-wgmma {name}", f"hopper-wgmma {name} split-k", SPLIT_K)
+             if dtype in (torch.float32, torch.float64) else None)
     check_mma_kind(kind, a, b, paths)
 
 
@@ -631,7 +632,8 @@ def float32_precision(request):
     torch.set_float32_matmul_precision(old)
 
 
-# more than one tile per block, 256-wide tiles (TF32), K tails of 8 and 24, single rows and columns
+# more than one tile per block, K tails of 8 and 24, single rows and columns; on 132 SMs SHAPES' 700 x 1288
+# and 300 x 1290 take 192-wide TF32 tiles (700 x 1288 with the roles swapped 256-wide)
 TF32_SHAPES = SHAPES + [(2, 1, 1, 1), (3, 17, 9, 5), (2, 640, 1288, 264)]
 
 
@@ -645,14 +647,19 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
-    assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
+    # K of 32 k-blocks or more may split (two slices of at least 16; bmm/split_k.cuh)
+    paths = [f"hopper-wgmma {name}"] + ([f"hopper-wgmma {name} split-k"] if shape[3] > 31 * 32 else [])
+    assert torch.ops.tiles._bmm_path(a, b) in [float32_path(a, b, p) for p in paths]
     assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
     assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
 
 
 # Few output tiles over a long K: the Hopper float32 kernel splits K (up to 8 slices, each tile's partials
 # summed in order, the last slice with a K tail); N = 390 takes the direct stores, 384 the TMA stores.
-SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050)]
+# On 132 SMs, in TF32, 960 x 1080 takes 256-wide tiles split three ways and 840 x 832 192-wide ones split
+# three ways (both 128-wide under 3xTF32), checked by test_hopper_float32_split_k_tile.
+SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050), (1, 960, 1080, 3076), (1, 840, 832, 2052)]
+SPLIT_K_TILES = {(1, 960, 1080, 3076): "128x256", (1, 840, 832, 2052): "128x192"}
 
 
 @requires_cuda
@@ -661,11 +668,71 @@ SPLIT_K_SHAPES = [(1, 256, 384, 4100), (2, 130, 390, 2050)]
 @pytest.mark.parametrize("shape", SPLIT_K_SHAPES, ids=["x".join(map(str, s)) for s in SPLIT_K_SHAPES])
 def test_hopper_float32_split_k(float32_precision, shape, layouts):
     hopper_float32_expected()
-    _, tol = float32_precision
+    name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
+    if sm_count() == 132:  # where the split counts were worked out; "highest" sends small products to general
+        assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name} split-k")
     out = poisoned_on_path(a, b, "hopper")
     assert_bmm_close(out, a, b, tol)
     assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # the same bits every run
+
+
+def float32_tile(a, b, tile):
+    """`tile` (the kernel's R rows x Q rows) as _bmm_tile names it for a and b, rows x columns of the
+    output: transposed where a K-major a times an N-major b swaps the roles (bmm/hopper_tf32.cu `roles`)."""
+    swapped = a.stride(-1) == 1 and b.stride(-1) == 1 and b.stride(-2) != 1
+    return "x".join(tile.split("x")[::-1]) if swapped else tile
+
+
+# TF32's tile width and K split are costed together (bmm/hopper_tf32.cu `plan`), worked out for 132 SMs:
+# a weight gradient's 1024 x 4096 over K = 8192 fills one wave with 128 tiles of 256 columns (as 128-wide
+# tiles: 256 of them, a second wave), 4096^3 takes 256-wide tiles, 2048 x 3072 over K = 768 192-wide ones
+# (256 tiles in two waves, as many as 192 tiles of 256 columns take), and a 256 x 384 output over K = 2100
+# 128-wide ones, split four ways. 3xTF32 has only 128-wide tiles. (shape, tile, whether K is split)
+TF32_TILES = [((1, 1024, 4096, 8192), "128x256", False), ((1, 4096, 4096, 4096), "128x256", False),
+              ((1, 2048, 3072, 768), "128x192", False), ((1, 256, 384, 2100), "128x128", True)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS[:4], ids=["-".join(l) for l in LAYOUTS[:4]])
+def test_hopper_float32_tile_width(layouts):
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        for shape, tile, split in TF32_TILES:
+            a, b = tf32_operands(layouts, shape)
+            torch.set_float32_matmul_precision("highest")
+            if not small_float32(a, b):  # 3xTF32: 128-wide tiles on any GPU
+                assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma 3xtf32")
+                assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
+            torch.set_float32_matmul_precision("high")
+            path = torch.ops.tiles._bmm_path(a, b)
+            assert path.startswith("hopper-wgmma tf32"), path
+            if sm_count() == 132:
+                assert path == "hopper-wgmma tf32" + (" split-k" if split else ""), (shape, path)
+                assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
+    finally:
+        torch.set_float32_matmul_precision(old)
+    if sm_count() != 132:
+        pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+def test_hopper_float32_split_k_tile(layouts):
+    # SPLIT_K_SHAPES covers 256- and 192-wide tiles with split K in TF32
+    hopper_float32_expected()
+    if sm_count() != 132:
+        pytest.skip("the TF32 widths and splits were worked out for 132 SMs")
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        for shape, tile in SPLIT_K_TILES.items():
+            a, b = tf32_operands(layouts, shape)
+            assert torch.ops.tiles._bmm_path(a, b) == "hopper-wgmma tf32 split-k", shape
+            assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def float32_path(a, b, tensor_cores):

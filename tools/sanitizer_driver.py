@@ -170,19 +170,29 @@ def hopper_streaming():
 
 # The Hopper float32 kernel (sm_90a builds; elsewhere mma.sync): TF32 ("high") and 3xTF32 ("highest") in
 # every major order with edge tiles; an M-major a with a row-major b (no K-major operand) has its b tiles
-# transposed in shared memory, with K and N tails; (12, 1400, 40, 520) takes 256-wide tiles in TF32;
-# under "high", (1, 256, 2100, 384) splits K four ways (six tiles, a K tail in the last split).
+# transposed in shared memory, with K and N tails; on 132 SMs under "high", (12, 1400, 40, 520) takes
+# 256-wide tiles with the roles swapped (rr) and 192-wide ones otherwise, (1, 256, 2100, 384) splits K four
+# ways (six tiles, a K tail in the last split), (1, 960, 3076, 1080) takes 256-wide tiles split three
+# ways and (1, 840, 2052, 832) 192-wide ones split three ways.
 def hopper_float32():
+    SPLIT_WIDTHS = {(1, 960, 3076, 1080): "256", (1, 840, 2052, 832): "192"}  # TF32 split-K coverage on 132 SMs
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
-        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384)]:
+        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384),
+                              (1, 960, 3076, 1080), (1, 840, 2052, 832)]:
             a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
             w_row, w_col = rand(b, k, n), rand(b, n, k).mT
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
                                ("cr broadcast", a_col, w_row[0])]:
                 torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
-                check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)}]", T.bmm(a, w),
+                path, tile = T._bmm_path(a, w), T._bmm_tile(a, w)
+                width = SPLIT_WIDTHS.get((b, mm, k, n))
+                covered = path == "hopper-wgmma tf32 split-k" and width in tile
+                if sms == 132 and precision == "high" and width and not covered:
+                    bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
+                check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)
 

@@ -28,8 +28,10 @@ TORCH_LIBRARY(tiles, m) {
   // a "general" answer on CUDA carries the reason after a colon). For tests and benchmarks; not part of
   // the API.
   m.def("_bmm_path(Tensor a, Tensor b) -> str");
-  // The output tile of the Hopper bf16 / fp16 kernel for these operands ("128x256", "128x192" or
-  // "128x128"), "" when bmm would run another path. For tests of the tile-width rule; not part of the API.
+  // The output tile (rows x columns) of the Hopper kernels for these operands: bf16 / fp16 "128x256",
+  // "128x192" or "128x128"; float32 "128x256", "128x192", "128x128" or, with the roles swapped,
+  // "256x128" / "192x128"; "" when bmm would run another path. For tests of the tile-width rules; not
+  // part of the API.
   m.def("_bmm_tile(Tensor a, Tensor b) -> str");
   // bmm through one named CUDA kernel path ("hopper", "mma" or "general"); an error if that path
   // cannot take the operands. For tests that cover every path on one GPU; not part of the API.

@@ -57,7 +57,8 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
       const char* store = hopper::store_name(p);
       return store ? std::string("hopper-wgmma ") + store : "hopper-wgmma";
     }
-    case Path::hopper_tf32: return std::string("hopper-wgmma ") + mma::kind(p);
+    case Path::hopper_tf32:
+      return std::string("hopper-wgmma ") + mma::kind(p) + (hopper_tf32::splits_k(p) ? " split-k" : "");
     case Path::thin: return thin::short_k(p) ? "thin short-k" : "thin few-columns";
     case Path::mma: {
       const int bytes = mma::copy_bytes(p);
@@ -72,7 +73,11 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
 std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
-  return choose_path(p) == Path::hopper ? hopper::tile(p) : "";
+  switch (choose_path(p)) {
+    case Path::hopper: return hopper::tile(p);
+    case Path::hopper_tf32: return hopper_tf32::tile(p);
+    default: return "";
+  }
 }
 
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {

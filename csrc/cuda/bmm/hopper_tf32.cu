@@ -5,6 +5,10 @@
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -32,11 +36,99 @@ void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMa
   hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
 }
 
-// One k-block of a tile, in H100 microseconds (from whole-wave timings: 4096^3, 768 x 3072 x 16384).
-// The transposing variant (neither operand K-major) takes twice as long per block in TF32.
-double k_block_us(bool three_pass, int bq, bool transposing) {
-  if (three_pass) return transposing ? 1.6 : 1.32;
-  return (bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1);
+// The model's costs in H100 microseconds: one k-block of a tile, and a fixed cost per wave of tiles
+// (pipeline fill, the last tile's stores). TF32: least-squares fits over the unsplit TF32 grid cases at
+// 27adeba (NOTES.md, TF32 section; median error 5% at 256-wide, 9% at 128). 3xTF32 (128-wide only):
+// whole-wave timings, no wave cost.
+struct BlockCost {
+  double k_block_us, wave_us;
+};
+BlockCost block_cost(bool three_pass, int bq, bool transposing) {
+  if (three_pass) return {transposing ? 1.6 : 1.32, 0};
+  switch (bq) {
+    case 256: return transposing ? BlockCost{1.22, 5.3} : BlockCost{0.68, 6.4};
+    // PROVISIONAL (branch): not yet measured. The k-block a quarter of the way from 128 to 256, where the
+    // 16-bit kernel's 192-wide tiles sit between its own; the wave cost between the two (a guess).
+    case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
+    default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
+  }
+}
+
+// Which operand plays R (through registers) and which Q (K-major in shared memory): only b^T can play
+// R when a is K-major and b is not, and then the output tiles are transposed.
+struct Roles {
+  OperandLayout r, q;
+  bool swap;
+  int64_t p_rows, q_rows;  // R's and Q's rows: the output's two sides, transposed when swapped
+};
+
+Roles roles(const BmmProblem& p) {
+  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
+  if (!la.mn_major && lb.mn_major) return {lb, la, true, p.n, p.m};
+  return {la, lb, false, p.m, p.n};
+}
+
+// EXPERIMENT (branch tf32-tile-width, not for main): TILES_TF32_WIDTH_RULE=waves takes the width and the
+// split costs this branch replaces (256 unless fewer 256-wide tiles than SMs; k-blocks of 0.44 / 0.71 us,
+// twice that transposing, no wave cost), for an A/B in one process (read at every call, so a script can
+// flip os.environ between calls).
+bool waves_rule() {
+  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
+  return v && std::string(v) == "waves";
+}
+// TILES_TF32_WIDTH_RULE=no192: this branch's costed choice without the 192-wide tiles.
+bool no_192() {
+  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
+  return v && std::string(v) == "no192";
+}
+int waves_rule_width(int64_t row_tiles, int64_t q_rows, bool three_pass, int sms) {
+  return !three_pass && q_rows > 128 && row_tiles * ((q_rows + 255) / 256) >= sms ? 256 : 128;
+}
+
+// The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
+// and the tile's name share.
+struct Plan {
+  int bq;
+  int tiles_p, tiles_q;
+  int64_t k_blocks;  // per split
+  int splits;
+  int grid;
+};
+
+Plan plan(const BmmProblem& p) {
+  const Roles ro = roles(p);
+  const bool three_pass = !float32_as_tf32();  // 3xTF32
+  const bool transposing = ro.r.mn_major && ro.q.mn_major;
+  const int sms = sm_count();
+  const int tiles_p = int((ro.p_rows + 127) / 128);
+  const int64_t k_total = (p.k + 31) / 32, outputs = p.batch * p.m * p.n;
+  // The past-K k-blocks of the last slice (fewer than the slices) must keep TMA's int32 k in range.
+  const bool can_split = (k_total + kMaxCostedSplits) * 32 <= INT32_MAX;
+  // Tile width and split count together, the cheapest by the model: wider tiles do more products per
+  // byte of shared memory (a 256-wide k-block costs 1.4x a 128-wide one's for 2x the outputs), narrower
+  // ones fill more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
+  // put 1024 x 4096 x 8192 on 256 tiles of 128 (two waves: 266 us modelled, 255 measured) where 128
+  // tiles of 256 fill one (180 us modelled).
+  Plan best{};
+  double best_us = 0;
+  for (const int bq : {256, 192, 128}) {
+    if (bq > 128 && (three_pass || ro.q_rows <= 128)) continue;
+    if (bq == 192 && no_192()) continue;
+    if (waves_rule() && bq != waves_rule_width(p.batch * tiles_p, ro.q_rows, three_pass, sms)) continue;
+    const int tiles_q = int((ro.q_rows + bq - 1) / bq);
+    const int64_t tiles = p.batch * tiles_p * tiles_q;
+    BlockCost cost = block_cost(three_pass, bq, transposing);
+    if (waves_rule() && !three_pass) cost = {(bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1), 0};
+    const double waves = double((tiles + sms - 1) / sms);
+    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us)
+                                   : KSplit{1, waves * (double(k_total) * cost.k_block_us + cost.wave_us)};
+    if (best.bq != 0 && split.us >= best_us) continue;
+    const int64_t k_blocks = (k_total + split.splits - 1) / split.splits;
+    const int splits = int((k_total + k_blocks - 1) / k_blocks);
+    best = {bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
+    best_us = split.us;
+  }
+  return best;
 }
 
 }  // namespace
@@ -52,33 +144,35 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
+bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
+
+const char* tile(const BmmProblem& p) {
+  const Plan chosen = plan(p);
+  const bool swap = roles(p).swap;  // output tiles transposed
+  switch (chosen.bq) {
+    case 256: return swap ? "256x128" : "128x256";
+    case 192: return swap ? "192x128" : "128x192";
+    default: return "128x128";
+  }
+}
+
 void bmm(const BmmProblem& p) {
-  const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
-  const bool swap = !la.mn_major && lb.mn_major;  // only b^T can play R
+  const Roles ro = roles(p);
+  const bool swap = ro.swap;
   const at::Tensor& r = swap ? p.b : p.a;
   const at::Tensor& q = swap ? p.a : p.b;
-  const OperandLayout& lr = swap ? lb : la;
-  const OperandLayout& lq = swap ? la : lb;
+  const OperandLayout &lr = ro.r, &lq = ro.q;
+  const Plan chosen = plan(p);
+  const int bq = chosen.bq, grid = chosen.grid;
+  const bool three_pass = !float32_as_tf32();
 
   hopper::Tf32Shape s;
   s.batch = p.batch, s.k = p.k;
-  s.p = swap ? p.n : p.m, s.q = swap ? p.m : p.n;
+  s.p = ro.p_rows, s.q = ro.q_rows;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
-  s.tiles_p = int((s.p + 127) / 128);
-  const bool three_pass = !float32_as_tf32();  // 3xTF32
-  // TF32 takes 256-wide Q tiles (more products per byte loaded) unless they would leave
-  // multiprocessors idle; 3xTF32 needs its second set of accumulators, so 128.
-  const int sms = sm_count();
-  const int64_t wide_tiles = p.batch * s.tiles_p * ((s.q + 255) / 256);
-  const int bq = !three_pass && s.q > 128 && wide_tiles >= sms ? 256 : 128;
-  s.tiles_q = int((s.q + bq - 1) / bq);
-  const int64_t tiles = p.batch * s.tiles_p * s.tiles_q, k_blocks = (p.k + 31) / 32;
+  s.tiles_p = chosen.tiles_p, s.tiles_q = chosen.tiles_q;
+  s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
   const int64_t outputs = p.batch * p.m * p.n;
-  const double block_us = k_block_us(three_pass, bq, lr.mn_major && lq.mn_major);
-  const int k_splits = costed_k_splits(tiles, k_blocks, outputs, sms, block_us);
-  s.k_blocks = (k_blocks + k_splits - 1) / k_splits;
-  s.splits = int((k_blocks + s.k_blocks - 1) / s.k_blocks);
-  const int grid = int(std::min<int64_t>(tiles * s.splits, sms));
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
   // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
@@ -97,8 +191,11 @@ void bmm(const BmmProblem& p) {
   if (three_pass) {
     launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
   } else {
-    bq == 256 ? launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid)
-              : launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+    switch (bq) {
+      case 256: launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
+      case 192: launch_roles<1, 192>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
+      default: launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
+    }
   }
   if (s.splits > 1) sum_splits<float, float>(p.out.data_ptr<float>(), partials, outputs, s.splits);
 }

@@ -50,7 +50,7 @@ struct Tf32Shape {
 template <int kSplit, int BQ>
 struct Tf32Config {
   // wgmma_tf32 and the chunked epilogue know these widths only; 1xTF32 or 3xTF32 (big and small parts).
-  static_assert(BQ == 128 || BQ == 256, "TF32 Hopper bmm tiles are 128 or 256 columns of Q wide");
+  static_assert(BQ == 128 || BQ == 192 || BQ == 256, "TF32 Hopper bmm tiles are 128, 192 or 256 rows of Q wide");
   static_assert(kSplit == 1 || kSplit == 3, "1xTF32 or 3xTF32");
   static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
   static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
@@ -58,7 +58,7 @@ struct Tf32Config {
   static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
   static constexpr int kTransposers = 3;                  // producer warps transposing an MN-major Q
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
-  static constexpr int kQBytes = BQ * BK * 4;            // 16 or 32 KiB
+  static constexpr int kQBytes = BQ * BK * 4;            // 16, 24 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
   static constexpr int kStages = 4;                      // up to 192 KiB of stages
   static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
@@ -70,6 +70,7 @@ struct Tf32Config {
 template <int BQ>
 __device__ __forceinline__ void wgmma_tf32(float* acc, const uint32_t* a, uint64_t desc_q, int scale_d) {
   if constexpr (BQ == 256) wgmma_m64n256k8_tf32_rs(acc, a, desc_q, scale_d);
+  else if constexpr (BQ == 192) wgmma_m64n192k8_tf32_rs(acc, a, desc_q, scale_d);
   else wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
 }
 

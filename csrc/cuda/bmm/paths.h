@@ -65,6 +65,12 @@ const char* tile(const BmmProblem& p);
 namespace hopper_tf32 {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
+// Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
+bool splits_k(const BmmProblem& p);
+// The output tile the kernel would use for p (rows x columns of the output): "128x256", "128x192" or
+// "128x128", or "256x128" / "192x128" where the roles are swapped (a K-major, b N-major); bmm/hopper_tf32.cu
+// `plan`.
+const char* tile(const BmmProblem& p);
 }  // namespace hopper_tf32
 
 namespace mma {

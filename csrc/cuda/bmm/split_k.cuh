@@ -22,21 +22,31 @@ inline int64_t fill_k_splits(int64_t blocks, int64_t k, int64_t min_depth, int64
 // over a long K (a weight gradient, K = tokens) leave SMs idle: 768 x 768 x 8192 is 36 tiles of 128 x
 // 128 on 132 SMs. Each count is costed in H100 microseconds (waves x k-blocks per slice x one k-block's
 // time, plus the partials' round trip through memory and the summing launch) and the cheapest taken:
-// slicing by wave fill alone could cost half a product's time (NOTES.md, TF32 section).
+// slicing by wave fill alone could cost half a product's time (NOTES.md, TF32 section). `wave_us`, where
+// given, is a fixed cost per wave of tiles (pipeline fill, the last tile's stores). The cheapest count
+// comes with its modelled time, so that a caller can weigh tile widths by it too (hopper_tf32.cu).
 constexpr int kMaxCostedSplits = 8;
-inline int costed_k_splits(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
+struct KSplit {
+  int splits;
+  double us;  // the model's time for the product at that count
+};
+inline KSplit cheapest_k_split(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us,
+                               double wave_us = 0) {
   constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
   constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
-  int best = 1;
-  double best_us = 0;
+  KSplit best{1, 0};
   for (int splits = 1; splits <= kMaxCostedSplits; ++splits) {
     if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
     const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
-    double us = double((tiles * used + sms - 1) / sms * per) * k_block_us;
+    const int64_t waves = (tiles * used + sms - 1) / sms;
+    double us = double(waves * per) * k_block_us + double(waves) * wave_us;
     if (used > 1) us += double(used * outputs) * 8 / kBytesPerUs + kSumUs;  // 4 bytes out, 4 back
-    if (splits == 1 || us < best_us) best = int(used), best_us = us;
+    if (splits == 1 || us < best.us) best = {int(used), us};
   }
   return best;
+}
+inline int costed_k_splits(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us) {
+  return cheapest_k_split(tiles, k_blocks, outputs, sms, k_block_us).splits;
 }
 
 // out[i] = the sum of the splits' partials at i (partials[s * total + i] for split s), in split order:
