@@ -1,7 +1,5 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
-#include <cstdlib>
-
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -83,10 +81,7 @@ Plan plan(const BmmProblem& p) {
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
-  // EXPERIMENT (branch tf32-tile-width, not for main): TILES_HOPPER_STREAM_MAX_K sets the longest K that
-  // streams (default 128), for benchmarks/ab_streaming_store.py.
-  const char* max_k = std::getenv("TILES_HOPPER_STREAM_MAX_K");
-  const bool short_k = p.k <= (max_k ? std::atoll(max_k) : 128);
+  const bool short_k = p.k <= 128;
   const OperandLayout out = output_layout(p);
   Store store = Store::tma;
   if (!out.ok) store = Store::direct;

@@ -6,8 +6,6 @@
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
@@ -47,8 +45,9 @@ BlockCost block_cost(bool three_pass, int bq, bool transposing) {
   if (three_pass) return {transposing ? 1.6 : 1.32, 0};
   switch (bq) {
     case 256: return transposing ? BlockCost{1.22, 5.3} : BlockCost{0.68, 6.4};
-    // PROVISIONAL (branch): not yet measured. The k-block a quarter of the way from 128 to 256, where the
-    // 16-bit kernel's 192-wide tiles sit between its own; the wave cost between the two (a guess).
+    // Placed a quarter of the way from 128 to 256, where the 16-bit kernel's 192-wide k-blocks sit; the
+    // A/B that merged 192-wide tiles timed these, and its own fit agrees on the k-block (0.565, transposing
+    // 0.99) but cannot pin the transposing wave cost (NOTES.md, TF32 section).
     case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
     default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
   }
@@ -66,23 +65,6 @@ Roles roles(const BmmProblem& p) {
   const OperandLayout la = hopper::layout_a(p), lb = hopper::layout_b(p);
   if (!la.mn_major && lb.mn_major) return {lb, la, true, p.n, p.m};
   return {la, lb, false, p.m, p.n};
-}
-
-// EXPERIMENT (branch tf32-tile-width, not for main): TILES_TF32_WIDTH_RULE=waves takes the width and the
-// split costs this branch replaces (256 unless fewer 256-wide tiles than SMs; k-blocks of 0.44 / 0.71 us,
-// twice that transposing, no wave cost), for an A/B in one process (read at every call, so a script can
-// flip os.environ between calls).
-bool waves_rule() {
-  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
-  return v && std::string(v) == "waves";
-}
-// TILES_TF32_WIDTH_RULE=no192: this branch's costed choice without the 192-wide tiles.
-bool no_192() {
-  const char* v = std::getenv("TILES_TF32_WIDTH_RULE");
-  return v && std::string(v) == "no192";
-}
-int waves_rule_width(int64_t row_tiles, int64_t q_rows, bool three_pass, int sms) {
-  return !three_pass && q_rows > 128 && row_tiles * ((q_rows + 255) / 256) >= sms ? 256 : 128;
 }
 
 // The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
@@ -113,12 +95,9 @@ Plan plan(const BmmProblem& p) {
   double best_us = 0;
   for (const int bq : {256, 192, 128}) {
     if (bq > 128 && (three_pass || ro.q_rows <= 128)) continue;
-    if (bq == 192 && no_192()) continue;
-    if (waves_rule() && bq != waves_rule_width(p.batch * tiles_p, ro.q_rows, three_pass, sms)) continue;
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
-    BlockCost cost = block_cost(three_pass, bq, transposing);
-    if (waves_rule() && !three_pass) cost = {(bq == 256 ? 0.71 : 0.44) * (transposing ? 2 : 1), 0};
+    const BlockCost cost = block_cost(three_pass, bq, transposing);
     const double waves = double((tiles + sms - 1) / sms);
     const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us)
                                    : KSplit{1, waves * (double(k_total) * cost.k_block_us + cost.wave_us)};
