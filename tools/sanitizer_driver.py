@@ -189,7 +189,7 @@ def hopper_float32():
                 torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
                 path, tile = T._bmm_path(a, w), T._bmm_tile(a, w)
                 width = SPLIT_WIDTHS.get((b, mm, k, n))
-                covered = path == "hopper-wgmma tf32 split-k" and width in tile
+                covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
                 check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w),
