@@ -182,13 +182,17 @@ def hopper_float32():
         torch.set_float32_matmul_precision(precision)
         for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384),
                               (1, 960, 3076, 1080), (1, 840, 2052, 832)]:
+            width = SPLIT_WIDTHS.get((b, mm, k, n))
+            if width and precision == "highest":
+                continue  # 3xTF32 tiles are 128-wide only, split by (1, 256, 2100, 384); racecheck is slow on these
             a_row, a_col = rand(b, mm, k), rand(b, k, mm).mT
             w_row, w_col = rand(b, k, n), rand(b, n, k).mT
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
                                ("cr broadcast", a_col, w_row[0])]:
-                torch.full((b * mm * n,), float("nan"), device=dev)  # as above: TMA stores and initcheck
+                # As above (TMA stores and initcheck), for the output and a split's TMA-stored partials (up to
+                # 8 slices of the output, allocated after it): one freed block the allocator hands out again.
+                torch.full((9 * b * mm * n,), float("nan"), device=dev)
                 path, tile = T._bmm_path(a, w), T._bmm_tile(a, w)
-                width = SPLIT_WIDTHS.get((b, mm, k, n))
                 covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
