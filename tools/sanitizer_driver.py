@@ -189,10 +189,17 @@ def hopper_float32():
             w_row, w_col = rand(b, k, n), rand(b, n, k).mT
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
                                ("cr broadcast", a_col, w_row[0])]:
-                # As above (TMA stores and initcheck), for the output and a split's TMA-stored partials (up to
-                # 8 slices of the output, allocated after it): one freed block the allocator hands out again.
-                torch.full((9 * b * mm * n,), float("nan"), device=dev)
                 path, tile = T._bmm_path(a, w), T._bmm_tile(a, w)
+                # As above (TMA stores and initcheck), for the output and, when K splits, the TMA-stored partials
+                # (up to 8 output-sized slices): with the cache emptied, the output takes the freed block of its
+                # size (best fit) and the partials the larger one, both written here first.
+                if "split-k" in path:
+                    torch.cuda.empty_cache()
+                    room = torch.full((8 * b * mm * n,), float("nan"), device=dev)
+                    torch.full((b * mm * n,), float("nan"), device=dev)
+                    del room
+                else:
+                    torch.full((b * mm * n,), float("nan"), device=dev)
                 covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
