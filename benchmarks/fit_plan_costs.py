@@ -9,8 +9,8 @@ bf16 / fp16, 32 for TF32) and o a fixed cost per wave of tiles. For each precisi
 tile width and, in TF32, whether neither operand is K-major (layout TN: the kernel transposes b's tiles),
 this fits c and o by least squares on relative errors over the rows that ran unsplit on the Hopper kernel
 with its TMA stores (path exactly "hopper-wgmma" or "hopper-wgmma tf32") and recorded their tile
-(bmm_grid.py's `tile`; rows from before it did are left out, and so are TF32 rows until
-torch.ops.tiles._bmm_tile names the TF32 kernel's tiles: branch tf32-tile-width), and prints them with
+(bmm_grid.py's `tile`; rows from before it did are left out, as are TF32 rows from before fd48cbe, when
+torch.ops.tiles._bmm_tile began naming the TF32 kernel's tiles), and prints them with
 the median and 90th percentile of the fit's relative error. A group whose rows cannot separate c from o
 (every row with the same k-blocks per wave) is reported as such.
 """
