@@ -494,6 +494,22 @@ def unaligned_path_name(kind, step):
     return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (f" {width}-byte" if width >= 4 else "")
 
 
+def hopper_float32_runs():
+    """Whether float32 products that are not small take the Hopper kernel here (an sm_90a build on an
+    sm_90 GPU): then operands TMA cannot address take it too, copied by its producer warps."""
+    probe = torch.ones(1024, 1024, device="cuda")  # not small: 2^30 multiply-adds, 2^20 outputs
+    return torch.ops.tiles._bmm_path(probe, probe).startswith("hopper-wgmma")
+
+
+def unaligned_bmm_paths(kind, mma_names):
+    """The paths bmm may take for operands TMA cannot address: the mma kernel's `mma_names`, except float32
+    on the Hopper kernel, which copies such operands itself (split or not by its plan)."""
+    if kind[0] == torch.float32 and hopper_float32_runs():
+        name = f"hopper-wgmma {MMA_KINDS[kind][0]} copied"
+        return (name, name + " split-k")
+    return tuple(mma_names)
+
+
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("shape", UNALIGNED_SHAPES, ids=["x".join(map(str, s)) for s in UNALIGNED_SHAPES])
@@ -507,7 +523,7 @@ def test_mma_path_unaligned(kind_step, shape, layouts):
     names = {unaligned_path_name(kind, step)}
     if 1 in (m, n, k):  # a dim of size 1 leaves either order to the classifier, and its stride is not ours
         names |= {unaligned_path_name(kind, 1), unaligned_path_name(kind, 2)}
-    check_mma_kind(kind, a, b, (*names, SPLIT_K))
+    check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, (*names, SPLIT_K)))
 
 
 def eight_byte_operand(layout, batch, rows, cols, dtype):
@@ -543,7 +559,7 @@ def test_mma_path_8_byte_copies(kind, shape, layouts):
     a = eight_byte_operand(layouts[0], batch, m, k, kind[0])
     b = eight_byte_operand(layouts[1], batch, k, n, kind[0])
     width = 4 if kind == (torch.float32, "highest") and layouts[0] == "row" else 8
-    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte", SPLIT_K))
+    check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte", SPLIT_K)))
 
 
 # Few 64 x 64 output tiles over a long K, which the DMMA kernel splits into slices of K (bmm/mma.cu,
@@ -757,6 +773,66 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
         assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
         assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
+
+
+# Operands TMA cannot address (a stride or base not 16-byte aligned), which the Hopper float32 kernel's
+# producer warps copy 4 bytes at a time: partial tiles with K tails, K past the stage ring, one row or
+# column, K of one, and few tiles over a long K (split: (1, 256, 2100, 384) splits on 132 SMs).
+COPIED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
+                 (2, 640, 1288, 264), (1, 256, 384, 2100)]
+# Which operand is unaligned: "row" / "col" / "col-sliced" unaligned, "aligned-row" / "aligned-col" not.
+COPIED_LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
+                  ("aligned-row", "row"), ("row", "aligned-row"), ("aligned-col", "row"), ("col", "aligned-row"),
+                  ("aligned-row", "col"), ("col", "aligned-col")]
+
+
+def copied_operand(layout, batch, rows, cols):
+    if layout.startswith("aligned-"):
+        return mma_operand(layout[len("aligned-"):], batch, rows, cols, torch.float32)
+    return unaligned_operand(layout, batch, rows, cols, torch.float32)
+
+
+def check_copied(a, b, name, tol):
+    """bmm's path for a and b (thin, small, or the Hopper kernel with copies), and the Hopper kernel's
+    result on them against float64, the same bits on a second run."""
+    path = torch.ops.tiles._bmm_path(a, b)
+    expected = float32_path(a, b, None)
+    assert path == expected if expected else path.startswith(f"hopper-wgmma {name} copied"), path
+    out = poisoned_on_path(a, b, "hopper")
+    assert_bmm_close(out, a, b, tol)
+    assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", COPIED_LAYOUTS, ids=["-".join(l) for l in COPIED_LAYOUTS])
+@pytest.mark.parametrize("shape", COPIED_SHAPES, ids=["x".join(map(str, s)) for s in COPIED_SHAPES])
+def test_hopper_float32_copied_operands(float32_precision, shape, layouts):
+    # every role: R or Q copied, or both; an MN-major Q copied (transposed as it is copied) and taken
+    # along with a copied R; 3xTF32's small part of copied Q rows; zeros past the edges and past K
+    hopper_float32_expected()
+    name, tol = float32_precision
+    batch, m, n, k = shape
+    check_copied(copied_operand(layouts[0], batch, m, k), copied_operand(layouts[1], batch, k, n), name, tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+def test_hopper_float32_copied_broadcast_and_language_model_head(float32_precision):
+    # an operand broadcast over the batch (2-D, or a batch of one) beside a copied one; a language-model
+    # head over an odd vocabulary (V = 2003): x @ W (W's rows unaligned: R = W^T copied), g @ W^T (both
+    # copied, K = V), x^T @ g (g copied as an MN-major Q, transposed as it is copied), W^T @ x^T (a
+    # copied MN-major R beside a K-major Q)
+    hopper_float32_expected()
+    name, tol = float32_precision
+    b3 = unaligned_operand("row", 3, 96, 600, torch.float32)
+    a2 = unaligned_operand("col", 1, 450, 96, torch.float32)[0]
+    x, w = make_tensor((512, 96), torch.float32, "cuda"), make_tensor((96, 2003), torch.float32, "cuda")
+    g = make_tensor((512, 2003), torch.float32, "cuda")
+    for a, b in [(a2, b3), (make_tensor((450, 96), torch.float32, "cuda"), b3), (a2, b3[:1]), (x, w), (g, w.t()),
+                 (x.t(), g), (w.t(), x.t())]:
+        check_copied(a, b, name, tol)
+        assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
 
 
 def float32_paths():

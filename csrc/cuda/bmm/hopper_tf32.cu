@@ -6,9 +6,12 @@
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
+#include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/split_k.cuh"
 #include "cuda/bmm/tma_maps.h"
@@ -110,6 +113,21 @@ Plan plan(const BmmProblem& p) {
   return best;
 }
 
+// EXPERIMENT (branch tf32-copied-operands, not for main): TILES_TF32_COPIES=0 sends operands TMA cannot
+// address to the mma.sync kernel as before, for an A/B in one build (read at every call).
+bool copies_allowed() {
+  const char* v = std::getenv("TILES_TF32_COPIES");
+  return !(v && std::string(v) == "0");
+}
+
+// An operand TMA cannot address, for the producer warps to copy: its [batch][outer][inner] view.
+hopper::CopiedOperand copied(const at::Tensor& t, const MatrixLayout& m) {
+  hopper::CopiedOperand c;
+  c.base = t.const_data_ptr<float>();
+  c.inner = m.inner, c.outer = m.outer, c.ld = m.ld, c.batch_stride = m.batch_stride;
+  return c;
+}
+
 }  // namespace
 
 bool can_run(const BmmProblem& p, const char** why) {
@@ -118,10 +136,19 @@ bool can_run(const BmmProblem& p, const char** why) {
 #else
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
     return refuse(why, "dtype is not float32");
-  if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
+  if (const char* reason = hopper::hopper_unsuitable(p)) return refuse(why, reason);
+  // An operand TMA cannot address is copied by the kernel's producer warps, which need a unit-stride
+  // matrix dim only (float32 elements are 4-byte aligned, all that 4-byte copies ask).
+  if (!copies_allowed()) {
+    if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
+  }
+  if (!layout_of_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!layout_of_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
   return true;
 #endif
 }
+
+bool copies(const BmmProblem& p) { return !hopper::layout_a(p).ok || !hopper::layout_b(p).ok; }
 
 bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 
@@ -154,9 +181,17 @@ void bmm(const BmmProblem& p) {
   const int64_t outputs = p.batch * p.m * p.n;
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
-  // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
-  const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
-  const CUtensorMap mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
+  // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel). An
+  // operand TMA cannot address is copied into the same layout by the kernel (its map stays zeros).
+  // A copied R takes Q with it where Q needs work once landed (an MN-major Q's transpose, 3xTF32's small
+  // part): the copiers then do that work on their own copies (transposing as they copy), never waiting
+  // on TMA's, and the in-place transpose's registers need no room beside the copies'.
+  const bool copy_r = !lr.ok, copy_q = !lq.ok || (copy_r && (lq.mn_major || three_pass));
+  CUtensorMap mr{}, mq{};
+  if (!copy_r) mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
+  else s.copy_r = copied(r, swap ? layout_of_b(p) : layout_of_a(p));
+  if (!copy_q) mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
+  else s.copy_q = copied(q, swap ? layout_of_a(p) : layout_of_b(p));
   // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p]. With split-K
   // the kernel writes each split's partial outputs, summed afterwards in split order.
   const at::Tensor partials = s.splits > 1 ? at::empty({s.splits * p.batch, p.m, p.n}, p.out.options()) : at::Tensor();
