@@ -16,6 +16,12 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_b
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(kBytes), "r"(src_bytes));
 }
+// The same to a shared-memory address (a 32-bit shared-window offset, as smem_addr gives), kBytes of 4 or 8.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_shared(uint32_t dst, const void* gmem, int src_bytes) {
+  static_assert(kBytes == 4 || kBytes == 8, "16-byte copies: cp_async");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(kBytes), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>

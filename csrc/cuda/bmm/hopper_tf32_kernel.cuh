@@ -190,13 +190,12 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
 // c / 4 of the row lands at c / 4 ^ r % 8, repeating every 8 rows (1024 bytes), as TMA writes it.
 __device__ __forceinline__ int swizzled(int r, int c) { return r * 128 + (((c / 4) ^ (r % 8)) * 16) + (c % 4) * 4; }
 
-// Element (outer, inner) of batch entry `batch` of a copied operand to `dst`, or zeros outside the
-// operand (its edges, and past K in the last split), as TMA's fill writes.
-__device__ __forceinline__ void copy_element(uint8_t* dst, const CopiedOperand& op, int64_t batch, int64_t outer,
+// Element (outer, inner) of a copied operand's batch entry at `base` to shared address `dst`, or zeros
+// outside the operand (its edges, and past K in the last split), as TMA's fill writes.
+__device__ __forceinline__ void copy_element(uint32_t dst, const CopiedOperand& op, const float* base, int64_t outer,
                                              int64_t inner) {
   const bool inside = outer < op.outer && inner < op.inner;
-  const float* src = inside ? op.base + batch * op.batch_stride + outer * op.ld + inner : op.base;
-  mma::cp_async<4>(dst, src, inside ? 4 : 0);
+  mma::cp_async_shared<4>(dst, inside ? base + outer * op.ld + inner : op.base, inside ? 4 : 0);
 }
 
 // Rows `first`, `first + step`, ... (< kRows) of a copied operand's tile in a stage, laid out as its TMA
@@ -206,9 +205,12 @@ __device__ __forceinline__ void copy_element(uint8_t* dst, const CopiedOperand& 
 template <int kRows>
 __device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOperand& op, bool mn_major, int64_t batch,
                                                int64_t row0, int64_t k0, int first, int step, int lane) {
+  const float* base = op.base + batch * op.batch_stride;
+  const uint32_t at = smem_addr(stage);
+#pragma unroll 1  // unrolled, the copies spill at the producer's 40 registers
   for (int r = first; r < kRows; r += step) {
-    if (mn_major) copy_element(stage + swizzled(r, lane), op, batch, k0 + r % 32, row0 + 32 * (r / 32) + lane);
-    else copy_element(stage + swizzled(r, lane), op, batch, row0 + r, k0 + lane);
+    if (mn_major) copy_element(at + swizzled(r, lane), op, base, k0 + r % 32, row0 + 32 * (r / 32) + lane);
+    else copy_element(at + swizzled(r, lane), op, base, row0 + r, k0 + lane);
   }
 }
 
@@ -219,9 +221,11 @@ __device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOpera
 // registers do not fit beside the copies' in the producer's share.
 __device__ __forceinline__ void copy_box_transposed(uint8_t* q, const CopiedOperand& op, int64_t batch, int64_t q0,
                                                     int64_t k0, int box, int lane) {
+  const float* base = op.base + batch * op.batch_stride;
+  const uint32_t at = smem_addr(q);
   const int r = 32 * box + lane;
 #pragma unroll 4
-  for (int k = 0; k < 32; ++k) copy_element(q + swizzled(r, k), op, batch, k0 + k, q0 + r);
+  for (int k = 0; k < 32; ++k) copy_element(at + swizzled(r, k), op, base, k0 + k, q0 + r);
 }
 
 // A K-major Q tile's small part (3xTF32), rows `first`, `first + step`, ... of it: one float a lane.
@@ -367,7 +371,9 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
       copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
                                   [&](int s, const TileCoord& tc, int k_in_split) {
-        const int split = int(tc.batch / shape.batch), b = int(tc.batch - split * shape.batch);
+        // 32-bit: tc.batch < 2^31 (a batch under 2^31, or under 2^24 partials when K splits), and the
+        // 64-bit division's registers would spill in the producer's share.
+        const int split = int(tc.batch) / int(shape.batch), b = int(tc.batch) - split * int(shape.batch);
         const int64_t k0 = split * k_blocks * BK + k_in_split;
         if (r_copied)
           copy_tile_rows<BP>(stage_r(s), shape.copy_r, !kRKMajor, shape.r_broadcast ? 0 : b, int64_t(tc.tm) * BP, k0,
