@@ -5,12 +5,13 @@ sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-align
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
 multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
 than L2, which the threads' own evict-first stores write instead of TMA's; ``hopper-wgmma split-k`` when
-few tiles over a long K split it); float32 operands of which
-one is K-major take the Hopper TF32 kernel (TF32 or 3xTF32 by the float32 matmul precision). Other
-float32 layouts and float64 take the mma.sync kernel (DMMA for float64) on sm_80 and newer, and so do
-operands of every dtype whose strides or base are not 16-byte aligned (``mma-sync <kind> unaligned
-8-byte`` / ``4-byte`` where such copies divide them, else ``mma-sync <kind> unaligned``: 16-bit elements
-loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
+few tiles over a long K split it); float32 operands with a unit-stride matrix dim take the Hopper TF32
+kernel (TF32 or 3xTF32 by the float32 matmul precision; b's tiles transposed in shared memory when
+neither operand is K-major; ``hopper-wgmma <kind> copied`` when an operand's strides or base are not
+16-byte aligned, which its producer warps then copy themselves). float64 takes the mma.sync kernel (DMMA)
+on sm_80 and newer, and so do 16-bit operands whose strides or base are not 16-byte aligned, and float32
+ones where there is no Hopper kernel (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies
+divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
 the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can. Few
 output tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest"
 precision, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
@@ -777,7 +778,7 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
 
 # Operands TMA cannot address (a stride or base not 16-byte aligned), which the Hopper float32 kernel's
 # producer warps copy 4 bytes at a time: partial tiles with K tails, K past the stage ring, one row or
-# column, K of one, and few tiles over a long K (split: (1, 256, 2100, 384) splits on 132 SMs).
+# column, K of one, and few tiles over a long K ((b, m, n, k) = (1, 256, 384, 2100) splits on 132 SMs).
 COPIED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
                  (2, 640, 1288, 264), (1, 256, 384, 2100)]
 # Which operand is unaligned: "row" / "col" / "col-sliced" unaligned, "aligned-row" / "aligned-col" not.

@@ -210,8 +210,8 @@ def hopper_float32():
 
 # The Hopper float32 kernel with operands TMA cannot address (odd leading dims, an odd base), which its
 # producer warps copy with 4-byte cp.async: R copied, Q copied (K-major, and MN-major transposed as it is
-# copied), both; edge tiles and K tails, and a split K (1 x 256 x 2100 x 384 on 132 SMs). On the Hopper
-# kernel by name (small 3xTF32 products take the general kernel in bmm).
+# copied), both; edge tiles and K tails, and a split K ((b, m, k, n) = (1, 256, 2100, 384) on 132 SMs).
+# On the Hopper kernel by name (small 3xTF32 products take the general kernel in bmm).
 def hopper_float32_copied():
     def odd(batch, rows, cols, col_major):
         if col_major:
@@ -221,15 +221,24 @@ def hopper_float32_copied():
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
         for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (1, 256, 2100, 384)]:
+            # (rr swaps the roles: R = w^T copied; a copied R takes an MN-major Q, or 3xTF32's Q, with it)
             for name, a, w in [("rr", odd(b, mm, k, False), odd(b, k, n, False)),
                                ("rc", odd(b, mm, k, False), odd(b, k, n, True)),
                                ("cr", odd(b, mm, k, True), odd(b, k, n, False)),
                                ("cc", odd(b, mm, k, True), odd(b, k, n, True)),
-                               ("cr R only", odd(b, mm, k, True), rand(b, k, n)),
-                               ("rr Q only", rand(b, mm, k), odd(b, k, n, False))]:
+                               ("rc Q only", rand(b, mm, k), odd(b, k, n, True)),
+                               ("cr Q only, MN-major", rand(b, k, mm).mT, odd(b, k, n, False)),
+                               ("cc R only", odd(b, mm, k, True), rand(b, n, k).mT)]:
                 path = T._bmm_path(a, w)
                 if "copied" not in path and "general" not in path and "thin" not in path:
                     bad.append(f"copied case {name} {b}x{mm}x{k}x{n} took {path}")  # no longer covers copies
+                # As in hopper_float32 (TMA stores and initcheck): these outputs' rows are 16-byte multiples, so
+                # TMA stores them, and the split case's partials; whatever bmm's own path (a small product
+                # under "highest" is the general kernel's), the Hopper kernel runs here by name.
+                torch.cuda.empty_cache()
+                room = torch.full((8 * b * mm * n,), float("nan"), device=dev)
+                torch.full((b * mm * n,), float("nan"), device=dev)
+                del room
                 check(f"bmm float32 copied {precision} {name} {b}x{mm}x{k}x{n} [{path}]", on_path(a, w, "hopper"),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)

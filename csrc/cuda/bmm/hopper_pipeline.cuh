@@ -80,13 +80,13 @@ __device__ __forceinline__ void on_landed_stages(uint64_t* full, int64_t total_t
 // The walk for producer threads that copy operand tiles themselves (cp.async, bmm/cp_async.cuh): for
 // every k-block of every tile, in ring order, wait until the consumers have freed the stage and let
 // `issue(stage, tile, k0)` start its copies, committed as one group; kLag stages later, once that group
-// has landed, `finish(stage)`. kLag <
-// kStages keeps the ring turning: a stage is finished before the walk waits on the stage kStages - kLag
-// further on, which the consumers free only after finishing with it.
+// has landed, `finish(stage)`. kLag <= kStages - 2 keeps the ring turning: before waiting for stage j to
+// be freed the walk has finished stages up to j - 1 - kLag, and the TF32 consumers free stage j - kStages
+// only once stage j - kStages + 1 is complete (they keep one k-block's products in flight).
 template <int kStages, int BK, int kLag, class Issue, class Finish>
 __device__ __forceinline__ void copy_stages(uint64_t* empty, int64_t total_tiles, int tiles_m, int tiles_n,
                                             int64_t k_blocks, Issue&& issue, Finish&& finish) {
-  static_assert(kLag >= 0 && kLag < kStages, "a stage must be finished before its next turn");
+  static_assert(kLag >= 0 && kLag <= kStages - 2, "a stage must be finished before the walk needs its turn");
   StageRing<kStages> ring, behind;  // behind: the next stage to finish
   int pending = 0;                  // stages issued and not finished
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {

@@ -137,13 +137,17 @@ bool can_run(const BmmProblem& p, const char** why) {
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
     return refuse(why, "dtype is not float32");
   if (const char* reason = hopper::hopper_unsuitable(p)) return refuse(why, reason);
-  // An operand TMA cannot address is copied by the kernel's producer warps, which need a unit-stride
-  // matrix dim only (float32 elements are 4-byte aligned, all that 4-byte copies ask).
+  // An operand TMA cannot address is copied by the kernel's producer warps, 4 bytes at a time: it needs
+  // a unit-stride matrix dim and 4-byte alignment (a float32 tensor from outside PyTorch, through DLPack
+  // or from_blob, may lack it).
   if (!copies_allowed()) {
     if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
   }
-  if (!layout_of_a(p).ok) return refuse(why, "a has no unit-stride matrix dim");
-  if (!layout_of_b(p).ok) return refuse(why, "b has no unit-stride matrix dim");
+  const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
+  if (!la.ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!lb.ok) return refuse(why, "b has no unit-stride matrix dim");
+  if (la.align_bytes < 4) return refuse(why, "a's base or strides are not 4-byte aligned");
+  if (lb.align_bytes < 4) return refuse(why, "b's base or strides are not 4-byte aligned");
   return true;
 #endif
 }
