@@ -22,6 +22,12 @@ __device__ __forceinline__ void cp_async_shared(uint32_t dst, const void* gmem, 
   static_assert(kBytes == 4 || kBytes == 8, "16-byte copies: cp_async");
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(kBytes), "r"(src_bytes));
 }
+// The same, all kBytes from `gmem` (no zero fill: no source-size operand to compute).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_shared(uint32_t dst, const void* gmem) {
+  static_assert(kBytes == 4 || kBytes == 8, "16-byte copies: cp_async");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(gmem), "n"(kBytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>

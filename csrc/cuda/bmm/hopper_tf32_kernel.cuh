@@ -198,40 +198,71 @@ __device__ __forceinline__ void copy_element(uint32_t dst, const CopiedOperand& 
   mma::cp_async_shared<4>(dst, inside ? base + outer * op.ld + inner : op.base, inside ? 4 : 0);
 }
 
-// Rows `first`, `first + step`, ... (< kRows) of a copied operand's tile in a stage, laid out as its TMA
-// boxes: K-major, [kRows tile rows][32 k] (row r: tile row r); MN-major, kRows / 32 boxes of [32 k][32
-// tile rows] (row r: k0 + r % 32 of box r / 32). A warp instruction copies one row, 32 floats contiguous
-// in global memory into one 128-byte row of shared memory: one wavefront.
+// A copied operand's tile in a stage, laid out as its TMA boxes: K-major, [kRows tile rows][32 k] (row
+// r: tile row r); MN-major, kRows / 32 boxes of [32 k][32 tile rows] (row r: k0 + r % 32 of box r / 32).
+// Warp `first` of `step` copies the blocks of 8 rows first, first + step, ...: within a block the
+// swizzle's pattern (r % 8) is known at compile time and one pointer walks the rows. A warp instruction
+// copies one row, 32 floats contiguous in global memory into one 128-byte row of shared memory.
 template <int kRows>
 __device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOperand& op, bool mn_major, int64_t batch,
                                                int64_t row0, int64_t k0, int first, int step, int lane) {
   const float* base = op.base + batch * op.batch_stride;
-  const uint32_t at = smem_addr(stage);
+  // The lane's word of its 16-byte chunk lane / 4 in row 0; the swizzle XORs the chunk bits (4-6) with r % 8.
+  const uint32_t at = smem_addr(stage) + (lane / 4) * 16 + (lane % 4) * 4;
+  const bool inside = mn_major ? k0 + 32 <= op.outer && row0 + kRows <= op.inner
+                               : row0 + kRows <= op.outer && k0 + 32 <= op.inner;
+  if (inside) {  // the common case, without bounds: a copy is a 64-bit add, an XOR and the cp.async
+    const float* lane_base = mn_major ? base + k0 * op.ld + row0 + lane : base + row0 * op.ld + k0 + lane;
+#pragma unroll 1
+    for (int block = first; block < kRows / 8; block += step) {
+      // K-major: tile rows 8 block ...; MN-major: k = 8 (block % 4) ... of box block / 4
+      const float* g = mn_major ? lane_base + (block % 4) * 8 * op.ld + (block / 4) * 32 : lane_base + block * 8 * op.ld;
+      const uint32_t row = at + block * 1024;
+#pragma unroll
+      for (int u = 0; u < 8; ++u, g += op.ld) mma::cp_async_shared<4>((row ^ (u << 4)) + u * 128, g);
+    }
+    return;
+  }
 #pragma unroll 1  // unrolled, the copies spill at the producer's 40 registers
-  for (int r = first; r < kRows; r += step) {
-    if (mn_major) copy_element(at + swizzled(r, lane), op, base, k0 + r % 32, row0 + 32 * (r / 32) + lane);
-    else copy_element(at + swizzled(r, lane), op, base, row0 + r, k0 + lane);
+  for (int r = 8 * first; r < kRows; r += (r % 8 == 7 ? 8 * step - 7 : 1)) {
+    const uint32_t dst = (at ^ ((r % 8) << 4)) + r * 128;
+    if (mn_major) copy_element(dst, op, base, k0 + r % 32, row0 + 32 * (r / 32) + lane);
+    else copy_element(dst, op, base, row0 + r, k0 + lane);
   }
 }
 
-// Tile rows 32 box .. 32 box + 31 of an MN-major Q, copied straight into the K-major rows wgmma reads:
-// lane l takes tile row 32 box + l at each of the 32 k. The global reads are whole rows of the operand,
-// but each copy writes 32 shared-memory rows at one k column, 8 banks apart: four wavefronts, where
-// TMA's boxes and the in-place transpose take three (write, read, write again), and the transposition's
-// registers do not fit beside the copies' in the producer's share.
+// Tile rows 32 box .. 32 box + 31 of an MN-major Q, copied straight into the K-major rows wgmma reads.
+// Lane (i, j) = (lane % 8, lane / 8) takes tile rows 32 box + 8 qq + i at k = 4 kk + j: a warp instruction
+// reads 8 consecutive floats from each of 4 rows of the operand (whole 32-byte sectors) and writes 8 rows
+// x 4 k of shared memory, 32 distinct banks under the swizzle (the row's chunk kk ^ i, its word j).
 __device__ __forceinline__ void copy_box_transposed(uint8_t* q, const CopiedOperand& op, int64_t batch, int64_t q0,
                                                     int64_t k0, int box, int lane) {
   const float* base = op.base + batch * op.batch_stride;
-  const uint32_t at = smem_addr(q);
-  const int r = 32 * box + lane;
-#pragma unroll 4
-  for (int k = 0; k < 32; ++k) copy_element(at + swizzled(r, k), op, base, k0 + k, q0 + r);
+  const int i = lane % 8, j = lane / 8;
+  const uint32_t at = smem_addr(q) + (32 * box + i) * 128 + i * 16 + j * 4;  // chunk i: XORed with kk below
+  if (k0 + 32 <= op.outer && q0 + 32 * box + 32 <= op.inner) {
+    const float* g = base + (k0 + j) * op.ld + q0 + 32 * box + i;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk, g += 4 * op.ld) {
+      const uint32_t dst = at ^ (kk << 4);
+#pragma unroll
+      for (int qq = 0; qq < 4; ++qq) mma::cp_async_shared<4>(dst + qq * 1024, g + 8 * qq);
+    }
+    return;
+  }
+#pragma unroll 1
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t dst = at ^ (kk << 4);
+#pragma unroll
+    for (int qq = 0; qq < 4; ++qq) copy_element(dst + qq * 1024, op, base, k0 + 4 * kk + j, q0 + 32 * box + 8 * qq + i);
+  }
 }
 
-// A K-major Q tile's small part (3xTF32), rows `first`, `first + step`, ... of it: one float a lane.
+// A K-major Q tile's small part (3xTF32), the blocks of 8 rows first, first + step, ... of it (those the
+// warp copied): one float a lane.
 template <int kRows>
 __device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* small, int first, int step, int lane) {
-  for (int r = first; r < kRows; r += step) {
+  for (int r = 8 * first; r < kRows; r += (r % 8 == 7 ? 8 * step - 7 : 1)) {
     const int at = r * 128 + lane * 4;
     *reinterpret_cast<float*>(small + at) = small_part(*reinterpret_cast<const float*>(q + at));
   }
