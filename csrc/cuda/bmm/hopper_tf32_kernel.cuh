@@ -190,44 +190,53 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
 // c / 4 of the row lands at c / 4 ^ r % 8, repeating every 8 rows (1024 bytes), as TMA writes it.
 __device__ __forceinline__ int swizzled(int r, int c) { return r * 128 + (((c / 4) ^ (r % 8)) * 16) + (c % 4) * 4; }
 
-// Element (outer, inner) of a copied operand's batch entry at `base` to shared address `dst`, or zeros
-// outside the operand (its edges, and past K in the last split), as TMA's fill writes.
-__device__ __forceinline__ void copy_element(uint32_t dst, const CopiedOperand& op, const float* base, int64_t outer,
-                                             int64_t inner) {
-  const bool inside = outer < op.outer && inner < op.inner;
-  mma::cp_async_shared<4>(dst, inside ? base + outer * op.ld + inner : op.base, inside ? 4 : 0);
+// The rows of one 8-row block of a copied operand's tile (below) that a warp copies, 4 floats a lane in
+// each of 2 rows: lane (sub, c) = (lane / 8, lane % 8) takes rows 8 block + 2 sub + h (h = 0, 1) at
+// inner offsets c + 8 kk (kk < 4). A warp instruction reads 8 consecutive floats from each of 4 rows
+// (whole 32-byte sectors); its rows' r % 8 (2 sub + h) differ in the bits that pick the swizzled chunk
+// pair, so it writes 32 distinct banks. The four copies of a row share one pointer (immediate offsets)
+// and XOR their shared address with kk. kChecked: zeros past the operand's edges and K (TMA's fill).
+template <bool kChecked>
+__device__ __forceinline__ void copy_block_rows(uint32_t row_word, const CopiedOperand& op, const float* row_ptr,
+                                                int64_t outer, int64_t inner) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // row 2 sub + 1: the next 128-byte row, and r % 8 odd flips the low bit of the chunk
+    const uint32_t word = h ? (row_word + 128) ^ 16 : row_word;
+    const float* g = row_ptr + h * op.ld;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (kChecked) {
+        const bool ok = outer + h < op.outer && inner + 8 * kk < op.inner;
+        mma::cp_async_shared<4>(word ^ (kk << 5), ok ? g + 8 * kk : op.base, ok ? 4 : 0);
+      } else {
+        mma::cp_async_shared<4>(word ^ (kk << 5), g + 8 * kk);
+      }
+    }
+  }
 }
 
 // A copied operand's tile in a stage, laid out as its TMA boxes: K-major, [kRows tile rows][32 k] (row
 // r: tile row r); MN-major, kRows / 32 boxes of [32 k][32 tile rows] (row r: k0 + r % 32 of box r / 32).
-// Warp `first` of `step` copies the blocks of 8 rows first, first + step, ...: within a block the
-// swizzle's pattern (r % 8) is known at compile time and one pointer walks the rows. A warp instruction
-// copies one row, 32 floats contiguous in global memory into one 128-byte row of shared memory.
+// Warp `first` of `step` copies the blocks of 8 rows first, first + step, ... (copy_block_rows); tiles
+// inside the operand, most of them, without bounds checks.
 template <int kRows>
 __device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOperand& op, bool mn_major, int64_t batch,
                                                int64_t row0, int64_t k0, int first, int step, int lane) {
   const float* base = op.base + batch * op.batch_stride;
-  // The lane's word of its 16-byte chunk lane / 4 in row 0; the swizzle XORs the chunk bits (4-6) with r % 8.
-  const uint32_t at = smem_addr(stage) + (lane / 4) * 16 + (lane % 4) * 4;
+  const int sub = lane / 8, c = lane % 8;
+  // The lane's first word in row 2 sub of block 0: chunk c / 4 XOR r % 8 (= 2 sub), word c % 4.
+  const uint32_t word0 = smem_addr(stage) + 2 * sub * 128 + (((c / 4) ^ (2 * sub)) << 4) + (c % 4) * 4;
   const bool inside = mn_major ? k0 + 32 <= op.outer && row0 + kRows <= op.inner
                                : row0 + kRows <= op.outer && k0 + 32 <= op.inner;
-  if (inside) {  // the common case, without bounds: a copy is a 64-bit add, an XOR and the cp.async
-    const float* lane_base = mn_major ? base + k0 * op.ld + row0 + lane : base + row0 * op.ld + k0 + lane;
 #pragma unroll 1
-    for (int block = first; block < kRows / 8; block += step) {
-      // K-major: tile rows 8 block ...; MN-major: k = 8 (block % 4) ... of box block / 4
-      const float* g = mn_major ? lane_base + (block % 4) * 8 * op.ld + (block / 4) * 32 : lane_base + block * 8 * op.ld;
-      const uint32_t row = at + block * 1024;
-#pragma unroll
-      for (int u = 0; u < 8; ++u, g += op.ld) mma::cp_async_shared<4>((row ^ (u << 4)) + u * 128, g);
-    }
-    return;
-  }
-#pragma unroll 1  // unrolled, the copies spill at the producer's 40 registers
-  for (int r = 8 * first; r < kRows; r += (r % 8 == 7 ? 8 * step - 7 : 1)) {
-    const uint32_t dst = (at ^ ((r % 8) << 4)) + r * 128;
-    if (mn_major) copy_element(dst, op, base, k0 + r % 32, row0 + 32 * (r / 32) + lane);
-    else copy_element(dst, op, base, row0 + r, k0 + lane);
+  for (int block = first; block < kRows / 8; block += step) {
+    const int r = 8 * block + 2 * sub;  // the lane's first row of the block: (outer, inner) in the operand
+    const int64_t outer = mn_major ? k0 + r % 32 : row0 + r;
+    const int64_t inner = mn_major ? row0 + 32 * (block / 4) + c : k0 + c;
+    const float* row_ptr = base + outer * op.ld + inner;
+    if (inside) copy_block_rows<false>(word0 + block * 1024, op, row_ptr, outer, inner);
+    else copy_block_rows<true>(word0 + block * 1024, op, row_ptr, outer, inner);
   }
 }
 
@@ -235,26 +244,25 @@ __device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOpera
 // Lane (i, j) = (lane % 8, lane / 8) takes tile rows 32 box + 8 qq + i at k = 4 kk + j: a warp instruction
 // reads 8 consecutive floats from each of 4 rows of the operand (whole 32-byte sectors) and writes 8 rows
 // x 4 k of shared memory, 32 distinct banks under the swizzle (the row's chunk kk ^ i, its word j).
+template <bool kChecked>
 __device__ __forceinline__ void copy_box_transposed(uint8_t* q, const CopiedOperand& op, int64_t batch, int64_t q0,
                                                     int64_t k0, int box, int lane) {
-  const float* base = op.base + batch * op.batch_stride;
   const int i = lane % 8, j = lane / 8;
   const uint32_t at = smem_addr(q) + (32 * box + i) * 128 + i * 16 + j * 4;  // chunk i: XORed with kk below
-  if (k0 + 32 <= op.outer && q0 + 32 * box + 32 <= op.inner) {
-    const float* g = base + (k0 + j) * op.ld + q0 + 32 * box + i;
+  const int64_t k = k0 + j, row = q0 + 32 * box + i;
+  const float* g = op.base + batch * op.batch_stride + k * op.ld + row;
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk, g += 4 * op.ld) {
-      const uint32_t dst = at ^ (kk << 4);
-#pragma unroll
-      for (int qq = 0; qq < 4; ++qq) mma::cp_async_shared<4>(dst + qq * 1024, g + 8 * qq);
-    }
-    return;
-  }
-#pragma unroll 1
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < 8; ++kk, g += 4 * op.ld) {
     const uint32_t dst = at ^ (kk << 4);
 #pragma unroll
-    for (int qq = 0; qq < 4; ++qq) copy_element(dst + qq * 1024, op, base, k0 + 4 * kk + j, q0 + 32 * box + 8 * qq + i);
+    for (int qq = 0; qq < 4; ++qq) {
+      if constexpr (kChecked) {
+        const bool ok = k + 4 * kk < op.outer && row + 8 * qq < op.inner;
+        mma::cp_async_shared<4>(dst + qq * 1024, ok ? g + 8 * qq : op.base, ok ? 4 : 0);
+      } else {
+        mma::cp_async_shared<4>(dst + qq * 1024, g + 8 * qq);
+      }
+    }
   }
 }
 
@@ -412,8 +420,11 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
         if (q_copied) {
           const int64_t q0 = int64_t(tc.tn) * BQ, bq = shape.q_broadcast ? 0 : b;
           if constexpr (kQMnMajor) {
-            for (int box = copier; box < BQ / 32; box += Cfg::kTransposers)
-              copy_box_transposed(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+            const bool inside = k0 + 32 <= shape.copy_q.outer && q0 + BQ <= shape.copy_q.inner;
+            for (int box = copier; box < BQ / 32; box += Cfg::kTransposers) {
+              if (inside) copy_box_transposed<false>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+              else copy_box_transposed<true>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+            }
           } else {
             copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, Cfg::kTransposers, lane);
           }
