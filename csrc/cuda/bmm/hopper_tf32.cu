@@ -6,8 +6,6 @@
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
 //   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
@@ -113,13 +111,6 @@ Plan plan(const BmmProblem& p) {
   return best;
 }
 
-// EXPERIMENT (branch tf32-copied-operands, not for main): TILES_TF32_COPIES=0 sends operands TMA cannot
-// address to the mma.sync kernel as before, for an A/B in one build (read at every call).
-bool copies_allowed() {
-  const char* v = std::getenv("TILES_TF32_COPIES");
-  return !(v && std::string(v) == "0");
-}
-
 // An operand TMA cannot address, for the producer warps to copy: its [batch][outer][inner] view.
 hopper::CopiedOperand copied(const at::Tensor& t, const MatrixLayout& m) {
   hopper::CopiedOperand c;
@@ -140,9 +131,6 @@ bool can_run(const BmmProblem& p, const char** why) {
   // An operand TMA cannot address is copied by the kernel's producer warps, 4 bytes at a time: it needs
   // a unit-stride matrix dim and 4-byte alignment (a float32 tensor from outside PyTorch, through DLPack
   // or from_blob, may lack it).
-  if (!copies_allowed()) {
-    if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
-  }
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
   if (!la.ok) return refuse(why, "a has no unit-stride matrix dim");
   if (!lb.ok) return refuse(why, "b has no unit-stride matrix dim");
@@ -153,6 +141,22 @@ bool can_run(const BmmProblem& p, const char** why) {
 }
 
 bool copies(const BmmProblem& p) { return !hopper::layout_a(p).ok || !hopper::layout_b(p).ok; }
+
+// The copies cost the producer's three copying warps about three instructions per 4-byte cp.async, which
+// a large product's k-blocks hide and a small one's fixed costs do not. Measured against the mma.sync
+// kernel over the 81 grid cases whose operands TMA cannot address (NOTES.md, TF32 section): in TF32
+// every product of at least 2^30 flops whose output spans a 128-row tile each way ran 1.00-2.12x faster
+// (language-model heads over V = 50257: 1.2-2.1x), smaller or thinner ones 0.27-0.98x; in 3xTF32 the
+// copies won only with an MN-major Q (transposed as it is copied, 1.05-1.65x), and lost 0.3-0.6x where
+// they carry a K-major Q and its small part.
+bool prefers(const BmmProblem& p) {
+  if (!copies(p)) return true;
+  const double flops = 2.0 * double(p.batch) * double(p.m) * double(p.n) * double(p.k);
+  if (flops < double(int64_t(1) << 30) || std::min(p.m, p.n) < 128) return false;
+  if (float32_as_tf32()) return true;
+  const Roles ro = roles(p);
+  return ro.r.mn_major && ro.q.mn_major;  // the transposing variant: Q MN-major
+}
 
 bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 

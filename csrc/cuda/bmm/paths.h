@@ -33,8 +33,8 @@ inline bool refuse(const char** why, const char* reason) {
 enum class Path { hopper, hopper_tf32, thin, mma, general };
 
 // The path bmm runs `p` on (bmm/bmm.cu): hopper where it can take the product, else thin for a thin one,
-// general for a small float32 product at full precision, else the first of hopper_tf32 and mma that can
-// take it, else general; when `why` is given and the answer is general, it says why.
+// general for a small float32 product at full precision, else hopper_tf32 where it can take the product
+// and prefers it, else mma where it can, else general; when `why` is given and the answer is general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
@@ -70,6 +70,9 @@ void bmm(const BmmProblem& p);
 bool splits_k(const BmmProblem& p);
 // Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps).
 bool copies(const BmmProblem& p);
+// Whether bmm should send p here: always where nothing is copied; with copies, only where they were
+// measured to beat the mma.sync kernel (bmm/hopper_tf32.cu). _bmm_on_path's "hopper" needs can_run alone.
+bool prefers(const BmmProblem& p);
 // The output tile the kernel would use for p (rows x columns of the output): "128x256", "128x192" or
 // "128x128", or "256x128" / "192x128" where the roles are swapped (a K-major, b N-major); bmm/hopper_tf32.cu
 // `plan`.
