@@ -532,6 +532,17 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     return done;
   };
 
+  // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
+  // R reads of the stage precede (they feed those wgmmas). Where the copiers refill stages (cp.async:
+  // other threads' ordinary writes, not TMA's), the warpgroup also meets at a named barrier first, so
+  // that every thread's reads are ordered before the release in the memory model as well (and
+  // compute-sanitizer's racecheck, which does not count wgmma as a barrier, sees it).
+  const bool copies = shape.copies();
+  auto release = [&](int stage) {
+    if (copies) named_barrier(1 + w, 128);
+    if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[stage]);
+  };
+
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
 #pragma unroll
@@ -544,7 +555,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       auto retire = [&](int done) {
         wgmma_wait<1>();
         fence_registers(acc, BQ / 2);
-        if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+        if (previous >= 0) release(previous);
         previous = done;
       };
       int64_t kb = 0;
@@ -555,13 +566,13 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       if (kb < k_blocks) retire(k_block(std::integral_constant<int, 0>{}));
       wgmma_wait<0>();
       fence_registers(acc, BQ / 2);
-      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+      if (previous >= 0) release(previous);
     } else {
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         const int done = k_block(std::integral_constant<int, 0>{});
         wgmma_wait<0>();
         fence_registers(part, BQ / 2);
-        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[done]);
+        release(done);
 #pragma unroll
         for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
       }
