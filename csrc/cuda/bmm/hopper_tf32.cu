@@ -16,7 +16,7 @@
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::hopper {
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
                  const Tf32Shape& shape, int grid);
 }  // namespace tiles::cuda::hopper
@@ -26,13 +26,21 @@ namespace {
 
 using hopper::OperandLayout;
 
+template <int kSplit, int BQ, bool kCopies>
+void launch_variant(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
+                    const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
+  if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false, kCopies>(mr, mq, mc, c, s, grid);
+  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false, kCopies>(mr, mq, mc, c, s, grid);
+  if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true, kCopies>(mr, mq, mc, c, s, grid);
+  hopper::launch_tf32<kSplit, BQ, false, false, false, kCopies>(mr, mq, mc, c, s, grid);
+}
+
+// The kernel for the roles' layouts, with the copiers where an operand is copied.
 template <int kSplit, int BQ>
 void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
                   const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
-  if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false>(mr, mq, mc, c, s, grid);
-  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false>(mr, mq, mc, c, s, grid);
-  if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
-  hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
+  if (s.copies()) return launch_variant<kSplit, BQ, true>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  launch_variant<kSplit, BQ, false>(mr, mq, mc, lr, lq, swap, c, s, grid);
 }
 
 // The model's costs in H100 microseconds: one k-block of a tile, and a fixed cost per wave of tiles

@@ -357,7 +357,10 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
   }
 }
 
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
+// kCopies: the variant whose producer warps 1-3 copy the operands TMA cannot address (shape.copy_r /
+// copy_q); the variant without them compiles to the kernel as it was before copies existed (a shared
+// build of both measured 3.7% slower on the aligned TF32 grid cases).
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
                    const __grid_constant__ CUtensorMap map_c, float* __restrict__ c, const Tf32Shape shape) {
@@ -387,7 +390,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     for (int s = 0; s < kStages; ++s) {
       // With copied operands, `full` also waits for the copiers (one arrival per warp), so the consumers
       // wait as they do without them.
-      mbarrier_init(&full[s], shape.copies() ? 1 + Cfg::kTransposers : 1);
+      mbarrier_init(&full[s], kCopies ? 1 + Cfg::kTransposers : 1);
       mbarrier_init(&ready[s], Cfg::kTransposers);  // unused by TF32 with a K-major Q
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
@@ -400,53 +403,55 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<kProducerRegisters>();
-    if (threadIdx.x >= 32 && shape.copies()) {
-      // Copiers: warps 1-3 fill the copied operands' tiles of each stage; once a stage's copies have
-      // landed (two stages later), each warp writes the small part of its Q rows (3xTF32) and arrives
-      // on `full` (and on `ready`, which the consumers of these variants also wait for). Q comes copied
-      // whenever it needs work after landing (the host copies it along with a copied R), so a warp only
-      // reads its own copies and never waits for TMA's.
-      const int copier = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
-      const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
-      copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
-                                  [&](int s, const TileCoord& tc, int k_in_split) {
-        // 32-bit: tc.batch < 2^31 (a batch under 2^31, or under 2^24 partials when K splits), and the
-        // 64-bit division's registers would spill in the producer's share.
-        const int split = int(tc.batch) / int(shape.batch), b = int(tc.batch) - split * int(shape.batch);
-        const int64_t k0 = split * k_blocks * BK + k_in_split;
-        if (r_copied)
-          copy_tile_rows<BP>(stage_r(s), shape.copy_r, !kRKMajor, shape.r_broadcast ? 0 : b, int64_t(tc.tm) * BP, k0,
-                             copier, Cfg::kTransposers, lane);
-        if (q_copied) {
-          const int64_t q0 = int64_t(tc.tn) * BQ, bq = shape.q_broadcast ? 0 : b;
-          if constexpr (kQMnMajor) {
-            const bool inside = k0 + 32 <= shape.copy_q.outer && q0 + BQ <= shape.copy_q.inner;
-            for (int box = copier; box < BQ / 32; box += Cfg::kTransposers) {
-              if (inside) copy_box_transposed<false>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
-              else copy_box_transposed<true>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+    if constexpr (kCopies) {
+      if (threadIdx.x >= 32) {
+        // Copiers: warps 1-3 fill the copied operands' tiles of each stage; once a stage's copies have
+        // landed (two stages later), each warp writes the small part of its Q rows (3xTF32) and arrives
+        // on `full` (and on `ready`, which the consumers of these variants also wait for). Q comes copied
+        // whenever it needs work after landing (the host copies it along with a copied R), so a warp only
+        // reads its own copies and never waits for TMA's.
+        const int copier = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
+        const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
+        copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
+                                    [&](int s, const TileCoord& tc, int k_in_split) {
+          // 32-bit: tc.batch < 2^31 (a batch under 2^31, or under 2^24 partials when K splits), and the
+          // 64-bit division's registers would spill in the producer's share.
+          const int split = int(tc.batch) / int(shape.batch), b = int(tc.batch) - split * int(shape.batch);
+          const int64_t k0 = split * k_blocks * BK + k_in_split;
+          if (r_copied)
+            copy_tile_rows<BP>(stage_r(s), shape.copy_r, !kRKMajor, shape.r_broadcast ? 0 : b, int64_t(tc.tm) * BP, k0,
+                               copier, Cfg::kTransposers, lane);
+          if (q_copied) {
+            const int64_t q0 = int64_t(tc.tn) * BQ, bq = shape.q_broadcast ? 0 : b;
+            if constexpr (kQMnMajor) {
+              const bool inside = k0 + 32 <= shape.copy_q.outer && q0 + BQ <= shape.copy_q.inner;
+              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers) {
+                if (inside) copy_box_transposed<false>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+                else copy_box_transposed<true>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+              }
+            } else {
+              copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, Cfg::kTransposers, lane);
             }
-          } else {
-            copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, Cfg::kTransposers, lane);
           }
-        }
-      }, [&](int s) {
-        __syncwarp();  // the warp's copies (each lane waited for its own) before any lane reads them
-        if constexpr (kSplit == 3) {  // Q is K-major in shared memory either way
-          if constexpr (kQMnMajor) {
-            for (int box = copier; box < BQ / 32; box += Cfg::kTransposers)
-              write_small_rows<32>(stage_q(s) + box * 4096, stage_small(s) + box * 4096, 0, 1, lane);
-          } else {
-            write_small_rows<BQ>(stage_q(s), stage_small(s), copier, Cfg::kTransposers, lane);
+        }, [&](int s) {
+          __syncwarp();  // the warp's copies (each lane waited for its own) before any lane reads them
+          if constexpr (kSplit == 3) {  // Q is K-major in shared memory either way
+            if constexpr (kQMnMajor) {
+              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers)
+                write_small_rows<32>(stage_q(s) + box * 4096, stage_small(s) + box * 4096, 0, 1, lane);
+            } else {
+              write_small_rows<BQ>(stage_q(s), stage_small(s), copier, Cfg::kTransposers, lane);
+            }
           }
-        }
-        fence_async_shared();  // wgmma reads Q through the async proxy
-        __syncwarp();
-        if (lane == 0) {
-          mbarrier_arrive(&full[s]);
-          if constexpr (kQMnMajor || kSplit == 3) mbarrier_arrive(&ready[s]);
-        }
-      });
-      return;
+          fence_async_shared();  // wgmma reads Q through the async proxy
+          __syncwarp();
+          if (lane == 0) {
+            mbarrier_arrive(&full[s]);
+            if constexpr (kQMnMajor || kSplit == 3) mbarrier_arrive(&ready[s]);
+          }
+        });
+        return;
+      }
     }
     if (threadIdx.x >= 32) {  // splitters (3xTF32) or transposers (MN-major Q): one arrival per warp and stage
       if constexpr (kQMnMajor || kSplit == 3) {
@@ -464,7 +469,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     }
     if (threadIdx.x != 0) return;
     // TMA loads the operands that are not copied (with both copied, an arrival alone each stage).
-    const bool load_r = shape.copy_r.base == nullptr, load_q = shape.copy_q.base == nullptr;
+    const bool load_r = !kCopies || shape.copy_r.base == nullptr, load_q = !kCopies || shape.copy_q.base == nullptr;
     if (load_r) tma_prefetch_descriptor(&map_r);
     if (load_q) tma_prefetch_descriptor(&map_q);
     const uint32_t bytes = (load_r ? Cfg::kRBytes : 0) + (load_q ? Cfg::kQBytes : 0);
@@ -535,11 +540,12 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
   // R reads of the stage precede (they feed those wgmmas). Where the copiers refill stages (cp.async:
   // other threads' ordinary writes, not TMA's), the warpgroup also meets at a named barrier first, so
-  // that every thread's reads are ordered before the release in the memory model as well (and
-  // compute-sanitizer's racecheck, which does not count wgmma as a barrier, sees it).
-  const bool copies = shape.copies();
+  // that every thread's reads are ordered before the release by a barrier, not by wgmma's data flow.
+  // (compute-sanitizer's racecheck reports these stages' cp.async writes against load_fragments' reads
+  // with or without it, 168 and 176 hazards with all results right: it does not follow the mbarrier
+  // hand-offs between warps, which the TMA-fed variants never show it since it does not see TMA.)
   auto release = [&](int stage) {
-    if (copies) named_barrier(1 + w, 128);
+    if constexpr (kCopies) named_barrier(1 + w, 128);
     if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[stage]);
   };
 
