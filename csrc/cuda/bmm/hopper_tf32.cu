@@ -79,6 +79,7 @@ Roles roles(const BmmProblem& p) {
 // The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
 // and the tile's name share.
 struct Plan {
+  Roles roles;
   int bq;
   int tiles_p, tiles_q;
   int64_t k_blocks;  // per split
@@ -107,13 +108,12 @@ Plan plan(const BmmProblem& p) {
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
     const BlockCost cost = block_cost(three_pass, bq, transposing);
-    const double waves = double((tiles + sms - 1) / sms);
-    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us)
-                                   : KSplit{1, waves * (double(k_total) * cost.k_block_us + cost.wave_us)};
+    const KSplit split = cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us,
+                                          can_split ? kMaxCostedSplits : 1);
     if (best.bq != 0 && split.us >= best_us) continue;
     const int64_t k_blocks = (k_total + split.splits - 1) / split.splits;
     const int splits = int((k_total + k_blocks - 1) / k_blocks);
-    best = {bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
+    best = {ro, bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
     best_us = split.us;
   }
   return best;
@@ -170,7 +170,7 @@ bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 
 const char* tile(const BmmProblem& p) {
   const Plan chosen = plan(p);
-  const bool swap = roles(p).swap;  // output tiles transposed
+  const bool swap = chosen.roles.swap;  // output tiles transposed
   switch (chosen.bq) {
     case 256: return swap ? "256x128" : "128x256";
     case 192: return swap ? "192x128" : "128x192";
@@ -179,12 +179,12 @@ const char* tile(const BmmProblem& p) {
 }
 
 void bmm(const BmmProblem& p) {
-  const Roles ro = roles(p);
+  const Plan chosen = plan(p);
+  const Roles& ro = chosen.roles;
   const bool swap = ro.swap;
   const at::Tensor& r = swap ? p.b : p.a;
   const at::Tensor& q = swap ? p.a : p.b;
   const OperandLayout &lr = ro.r, &lq = ro.q;
-  const Plan chosen = plan(p);
   const int bq = chosen.bq, grid = chosen.grid;
   const bool three_pass = !float32_as_tf32();
 
