@@ -507,7 +507,7 @@ def copies_preferred(a, b, precision):
     """Whether bmm sends float32 operands the Hopper kernel must copy there (bmm/hopper_tf32.cu `prefers`):
     products of at least 2^30 flops whose output spans 128 rows and columns; under "highest" (3xTF32)
     only with a M-major a and an N-major b (b's tiles transposed as they are copied)."""
-    batch = a.shape[0] if a.dim() == 3 else b.shape[0] if b.dim() == 3 else 1
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)  # either may broadcast
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if 2 * batch * m * n * k < 2**30 or min(m, n) < 128:
         return False
@@ -857,10 +857,12 @@ def test_hopper_float32_copied_broadcast_and_language_model_head(float32_precisi
 # bmm's choice for operands TMA cannot address (bmm/hopper_tf32.cu `prefers`): the Hopper kernel's copies
 # for 2^30 flops or more over an output of at least 128 rows and columns (3xTF32: an M-major a times an
 # N-major b only), else the mma kernel. (layouts, (batch, m, n, k), whether the size alone qualifies):
-# just over 2^30 flops, just under, and an output 120 rows tall.
+# just over 2^30 flops, just under, an output 120 rows tall, and six tiles over K = 8000, which the
+# copying kernel splits (on 132 SMs).
 COPIES_DISPATCH = [(("row", "row"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 520), True),
                    (("row", "col"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 500), False),
-                   (("col", "row"), (2, 120, 4099, 1100), False)]
+                   (("col", "row"), (2, 120, 4099, 1100), False), (("row", "row"), (1, 256, 384, 8000), True),
+                   (("col", "row"), (1, 256, 384, 8000), True)]
 
 
 @requires_cuda
@@ -872,8 +874,11 @@ def test_hopper_float32_copies_dispatch(float32_precision, case):
     layouts, (batch, m, n, k), large = case
     a, b = copied_operand(layouts[0], batch, m, k), copied_operand(layouts[1], batch, k, n)
     transposing = layouts == ("col", "row")
-    assert copies_preferred(a, b, torch.get_float32_matmul_precision()) == (large and (name == "tf32" or transposing))
+    preferred = large and (name == "tf32" or transposing)
+    assert copies_preferred(a, b, torch.get_float32_matmul_precision()) == preferred
     check_copied(a, b, name, tol)
+    if preferred and k >= 8000 and sm_count() == 132:  # the copies with K split, as bmm runs them
+        assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name} copied split-k"
 
 
 def float32_paths():

@@ -1,7 +1,8 @@
 // What the Hopper bmm kernels (bmm/hopper_kernel.cuh for bf16 / fp16, bmm/hopper_tf32_kernel.cuh for
 // float32) share: the persistent grid's walk over output tiles, and the producer's walk around the ring
-// of shared-memory stages, each guarded by a `full` barrier (the stage's TMA copies landed) and an
-// `empty` one (the consumers are done with it). Tile shapes are each kernel's (TileConfig, Tf32Config).
+// of shared-memory stages, each guarded by a `full` barrier (the stage's TMA copies landed, and the
+// producer warps' own copies where the TF32 kernel makes them: copy_stages) and an `empty` one (the
+// consumers are done with it). Tile shapes are each kernel's (TileConfig, Tf32Config).
 #pragma once
 
 #include <cstdint>

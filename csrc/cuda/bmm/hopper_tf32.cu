@@ -18,7 +18,7 @@
 namespace tiles::cuda::hopper {
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
-                 const Tf32Shape& shape, int grid);
+                 const Tf32CopyShape& shape, int grid);
 }  // namespace tiles::cuda::hopper
 
 namespace tiles::cuda::hopper_tf32 {
@@ -28,7 +28,7 @@ using hopper::OperandLayout;
 
 template <int kSplit, int BQ, bool kCopies>
 void launch_variant(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
-                    const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
+                    const OperandLayout& lq, bool swap, float* c, const hopper::Tf32CopyShape& s, int grid) {
   if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false, kCopies>(mr, mq, mc, c, s, grid);
   if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false, kCopies>(mr, mq, mc, c, s, grid);
   if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true, kCopies>(mr, mq, mc, c, s, grid);
@@ -38,7 +38,7 @@ void launch_variant(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensor
 // The kernel for the roles' layouts, with the copiers where an operand is copied.
 template <int kSplit, int BQ>
 void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
-                  const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
+                  const OperandLayout& lq, bool swap, float* c, const hopper::Tf32CopyShape& s, int grid) {
   if (s.copies()) return launch_variant<kSplit, BQ, true>(mr, mq, mc, lr, lq, swap, c, s, grid);
   launch_variant<kSplit, BQ, false>(mr, mq, mc, lr, lq, swap, c, s, grid);
 }
@@ -188,7 +188,7 @@ void bmm(const BmmProblem& p) {
   const int bq = chosen.bq, grid = chosen.grid;
   const bool three_pass = !float32_as_tf32();
 
-  hopper::Tf32Shape s;
+  hopper::Tf32CopyShape s;
   s.batch = p.batch, s.k = p.k;
   s.p = ro.p_rows, s.q = ro.q_rows;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;

@@ -14,8 +14,9 @@
 //
 // An operand TMA cannot address (a stride or the base not 16-byte aligned: an odd K, M or N) is copied
 // by producer warps 1-3 instead, 4 bytes a lane with cp.async, into the layout TMA would have written
-// (copy_stages): each warp instruction fills one 128-byte swizzled row, so the copies take one
-// shared-memory wavefront each whichever the operand's major order.
+// (copy_stages): a warp instruction writes 8 floats in each of 4 rows (an MN-major Q: 4 k in each of 8
+// K-major rows, transposed as it is copied), 32 distinct banks, one shared-memory wavefront, whole
+// 32-byte sectors of global memory. Those variants (kCopies) are compiled apart from the others.
 //
 // Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
@@ -43,7 +44,16 @@ namespace tiles::cuda::hopper {
 // stored as a contiguous [batch][out rows][out_cols] float tensor. With split-K (splits > 1) the walk's
 // batch index is split * batch + b: that split's k-blocks [split * k_blocks, + k_blocks) of batch entry
 // b, stored as batch entry split * batch + b of a partials tensor (the past-K k-blocks of the last split
-// are TMA's zeros).
+// are zeros: TMA's fill, or the copiers').
+struct Tf32Shape {
+  int64_t batch, p, q, k;
+  int64_t k_blocks;  // per split
+  int splits;
+  int tiles_p, tiles_q;
+  bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
+  bool tma_store;                 // the output is described by map_c
+};
+
 // An operand the producer warps copy (TMA cannot address it), as a [batch][outer][inner] tensor with
 // unit inner stride, the dims of its TMA map had it one: inner is K for a K-major operand, else its rows.
 struct CopiedOperand {
@@ -52,16 +62,14 @@ struct CopiedOperand {
   int64_t ld = 0, batch_stride = 0;  // elements between outer rows, between batch entries
 };
 
-struct Tf32Shape {
-  int64_t batch, p, q, k;
-  int64_t k_blocks;  // per split
-  int splits;
-  int tiles_p, tiles_q;
-  bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
-  bool tma_store;                 // the output is described by map_c
-  CopiedOperand copy_r, copy_q;   // copied instead of TMA's loads where base is set
+// The copying variants' shape. Only they take it: a larger kernel parameter changes how the others
+// read theirs (through a pointer rather than registers loaded up front) and what ptxas spills.
+struct Tf32CopyShape : Tf32Shape {
+  CopiedOperand copy_r, copy_q;  // copied instead of TMA's loads where base is set
   __host__ __device__ bool copies() const { return copy_r.base != nullptr || copy_q.base != nullptr; }
 };
+template <bool kCopies>
+using Tf32ShapeOf = std::conditional_t<kCopies, Tf32CopyShape, Tf32Shape>;
 
 template <int kSplit, int BQ>
 struct Tf32Config {
@@ -146,8 +154,8 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
 
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
 // transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
-// the same 4 KiB. TMA cannot transpose, and copying each float with its own 4-byte cp.async costs four
-// times the shared-memory wavefronts (one per global row touched). Transposing warp `copier` (of
+// the same 4 KiB. TMA cannot transpose; copying with 4-byte cp.async (as copy_box_transposed does for
+// operands TMA cannot address) takes 8 times the instructions of TMA's boxes. Transposing warp `copier` (of
 // kCopiers) takes boxes copier, copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
 // rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
 // warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
@@ -358,12 +366,13 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
 }
 
 // kCopies: the variant whose producer warps 1-3 copy the operands TMA cannot address (shape.copy_r /
-// copy_q); the variant without them compiles to the kernel as it was before copies existed (a shared
+// copy_q); the others take the plain Tf32Shape and compile as they did before copies existed (a shared
 // build of both measured 3.7% slower on the aligned TF32 grid cases).
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
-                   const __grid_constant__ CUtensorMap map_c, float* __restrict__ c, const Tf32Shape shape) {
+                   const __grid_constant__ CUtensorMap map_c, float* __restrict__ c,
+                   const Tf32ShapeOf<kCopies> shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
@@ -378,7 +387,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   // the compiler still knows these are shared-memory addresses (ld.shared, not generic loads).
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                               // output chunks
-  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);               // TMA landed
+  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);   // TMA's and copies landed
   uint64_t* ready = full + kStages;                    // small part written, or an MN-major Q transposed
   uint64_t* empty = ready + kStages;                                               // stage consumed
   auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
@@ -407,9 +416,9 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       if (threadIdx.x >= 32) {
         // Copiers: warps 1-3 fill the copied operands' tiles of each stage; once a stage's copies have
         // landed (two stages later), each warp writes the small part of its Q rows (3xTF32) and arrives
-        // on `full` (and on `ready`, which the consumers of these variants also wait for). Q comes copied
-        // whenever it needs work after landing (the host copies it along with a copied R), so a warp only
-        // reads its own copies and never waits for TMA's.
+        // on `full` (and on `ready`, which the consumers also wait for with an MN-major Q or 3xTF32).
+        // Q comes copied whenever it needs work after landing (the host copies it along with a copied
+        // R), so a warp only reads its own copies and never waits for TMA's.
         const int copier = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
         const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
         copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
@@ -469,7 +478,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     }
     if (threadIdx.x != 0) return;
     // TMA loads the operands that are not copied (with both copied, an arrival alone each stage).
-    const bool load_r = !kCopies || shape.copy_r.base == nullptr, load_q = !kCopies || shape.copy_q.base == nullptr;
+    bool load_r = true, load_q = true;
+    if constexpr (kCopies) load_r = shape.copy_r.base == nullptr, load_q = shape.copy_q.base == nullptr;
     if (load_r) tma_prefetch_descriptor(&map_r);
     if (load_q) tma_prefetch_descriptor(&map_q);
     const uint32_t bytes = (load_r ? Cfg::kRBytes : 0) + (load_q ? Cfg::kQBytes : 0);

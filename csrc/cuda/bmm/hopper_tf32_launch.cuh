@@ -10,11 +10,13 @@ namespace tiles::cuda::hopper {
 
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
-                 const Tf32Shape& shape, int grid) {
+                 const Tf32CopyShape& shape, int grid) {
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap, kQMnMajor, kCopies>;
   allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, shape);
+  // the variants without copies take the plain shape (the copied operands sliced off)
+  const Tf32ShapeOf<kCopies>& kernel_shape = shape;
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, kernel_shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -23,7 +25,7 @@ void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUten
 // .cu files of their own (bmm_hopper_tf32*_copies.cu) so that both sets compile in parallel.
 #define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP, QMN, COPIES)                                                \
   template void launch_tf32<SPLIT, BQ, RK, SWAP, QMN, COPIES>(const CUtensorMap&, const CUtensorMap&,             \
-                                                              const CUtensorMap&, float*, const Tf32Shape&, int);
+                                                              const CUtensorMap&, float*, const Tf32CopyShape&, int);
 #define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ, COPIES)           \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false, false, COPIES)  \
   TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, false, COPIES) \
