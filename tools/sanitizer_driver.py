@@ -30,6 +30,22 @@ def rand(*shape, dtype=torch.float32, requires_grad=False):
     return torch.randn(*shape, device=dev, dtype=dtype, requires_grad=requires_grad)
 
 
+def nan_prefill(outputs, dtype=torch.float32, split_k=False):
+    """Before a bmm whose output of `outputs` elements the TMA-store epilogue may write: initcheck does not
+    count TMA (bulk tensor) stores as writes, so such an output reads as uninitialized. NaN written to the
+    block the output will take (the caching allocator hands a freed block straight back) makes it
+    initialized, and the comparison fails if any element kept its NaN. With split_k the kernel also
+    TMA-stores float partials (up to 8 output-sized slices): with the cache emptied, the output takes the
+    freed block of its size (best fit) and the partials the larger one, both written here first."""
+    if split_k and dev == "cuda":
+        torch.cuda.empty_cache()
+        room = torch.full((8 * outputs,), float("nan"), device=dev)
+        torch.full((outputs,), float("nan"), dtype=dtype, device=dev)
+        del room
+    else:
+        torch.full((outputs,), float("nan"), dtype=dtype, device=dev)
+
+
 
 def elementwise():
     """map and zip: vector tails, misaligned starts, rows and columns broadcast, transposes, strides,
@@ -123,11 +139,7 @@ def hopper():
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
                                ("broadcast", a_row[0], w_row)]:
                 ref = a.double() @ w.double()
-                # initcheck does not count TMA (bulk tensor) stores as writes, so an output the TMA-store
-                # epilogue wrote reads as uninitialized. Fill the output's future block with NaN first
-                # (the caching allocator hands it straight back): initcheck then sees written memory,
-                # and the comparison fails if any element kept its NaN.
-                torch.full((max(b, 1) * mm * n,), float("nan"), dtype=dtype, device=dev)
+                nan_prefill(max(b, 1) * mm * n, dtype)
                 tile = T._bmm_tile(a, w)
                 if sms == 132 and T._bmm_path(a, w) == "hopper-wgmma" and WALK_TILES.get((b, mm, k, n), tile) != tile:
                     bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles")  # the plan changed: no longer the coverage named
@@ -190,16 +202,7 @@ def hopper_float32():
             for name, a, w in [("rr", a_row, w_row), ("rc", a_row, w_col), ("cr", a_col, w_row), ("cc", a_col, w_col),
                                ("cr broadcast", a_col, w_row[0])]:
                 path, tile = T._bmm_path(a, w), T._bmm_tile(a, w)
-                # As above (TMA stores and initcheck), for the output and, when K splits, the TMA-stored partials
-                # (up to 8 output-sized slices): with the cache emptied, the output takes the freed block of its
-                # size (best fit) and the partials the larger one, both written here first.
-                if "split-k" in path:
-                    torch.cuda.empty_cache()
-                    room = torch.full((8 * b * mm * n,), float("nan"), device=dev)
-                    torch.full((b * mm * n,), float("nan"), device=dev)
-                    del room
-                else:
-                    torch.full((b * mm * n,), float("nan"), device=dev)
+                nan_prefill(b * mm * n, split_k="split-k" in path)
                 covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
@@ -291,7 +294,7 @@ def backward_kernels():
 def autograd():
     x = rand(16, 24, requires_grad=True)
     w = rand(24, 8, requires_grad=True)
-    torch.full((16 * 8,), float("nan"), device=dev)  # the bmm's TMA-stored output, as above (initcheck)
+    nan_prefill(16 * 8)  # the bmm's output
     y = T.reduce(T.map(T.zip(T.bmm(x, w), rand(8), "add"), "gelu"), [0], "prod")
     T.reduce(y, None, "mean").backward()
     check("grad finite", torch.isfinite(x.grad).all().float().cpu(), torch.ones(()), 0)
