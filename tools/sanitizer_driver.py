@@ -236,13 +236,9 @@ def hopper_float32_copied():
                                ("cc R only", odd(b, mm, k, True), rand(b, n, k).mT)]:
                 path = T._bmm_path(a, w)  # bmm's own choice, for the label: these products are too small
                 # for bmm to prefer the copies (bmm/hopper_tf32.cu `prefers`), and odd() is never TMA-aligned
-                # As in hopper_float32 (TMA stores and initcheck): these outputs' rows are 16-byte multiples, so
-                # TMA stores them, and the split case's partials; whatever bmm's own path (a small product
-                # under "highest" is the general kernel's), the Hopper kernel runs here by name.
-                torch.cuda.empty_cache()
-                room = torch.full((8 * b * mm * n,), float("nan"), device=dev)
-                torch.full((b * mm * n,), float("nan"), device=dev)
-                del room
+                # N = 264 and 600 rows are 16-byte multiples, which TMA stores; the Hopper kernel runs here by
+                # name whatever bmm's own path, and bmm's path does not tell whether that kernel splits K.
+                nan_prefill(b * mm * n, split_k=True)
                 check(f"bmm float32 copied {precision} {name} {b}x{mm}x{k}x{n} [{path}]", on_path(a, w, "hopper"),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)
