@@ -5,12 +5,14 @@ sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-align
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
 multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
 than L2, which the threads' own evict-first stores write instead of TMA's; ``hopper-wgmma split-k`` when
-few tiles over a long K split it); float32 operands of which
-one is K-major take the Hopper TF32 kernel (TF32 or 3xTF32 by the float32 matmul precision). Other
-float32 layouts and float64 take the mma.sync kernel (DMMA for float64) on sm_80 and newer, and so do
-operands of every dtype whose strides or base are not 16-byte aligned (``mma-sync <kind> unaligned
-8-byte`` / ``4-byte`` where such copies divide them, else ``mma-sync <kind> unaligned``: 16-bit elements
-loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
+few tiles over a long K split it); float32 operands with a unit-stride matrix dim take the Hopper TF32
+kernel (TF32 or 3xTF32 by the float32 matmul precision; b's tiles transposed in shared memory when
+neither operand is K-major; ``hopper-wgmma <kind> copied`` when an operand's strides or base are not
+16-byte aligned, which its producer warps then copy themselves, for products of at least 2^30 flops whose
+output spans 128 rows and columns, under "highest" only where b's tiles are transposed). float64 takes
+the mma.sync kernel (DMMA) on sm_80 and newer, and so do 16-bit operands whose strides or base are not
+16-byte aligned, and float32 ones that the Hopper kernel does not take (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies
+divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
 the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can. Few
 output tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest"
 precision, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
@@ -494,6 +496,33 @@ def unaligned_path_name(kind, step):
     return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (f" {width}-byte" if width >= 4 else "")
 
 
+def hopper_float32_runs():
+    """Whether float32 products that are not small take the Hopper kernel here (an sm_90a build on an
+    sm_90 GPU): then operands TMA cannot address may take it too, copied by its producer warps."""
+    probe = torch.ones(1024, 1024, device="cuda")  # not small: 2^30 multiply-adds, 2^20 outputs
+    return torch.ops.tiles._bmm_path(probe, probe).startswith("hopper-wgmma")
+
+
+def copies_preferred(a, b, precision):
+    """Whether bmm sends float32 operands the Hopper kernel must copy there (bmm/hopper_tf32.cu `prefers`):
+    products of at least 2^30 flops whose output spans 128 rows and columns; under "highest" (3xTF32)
+    only with a M-major a and an N-major b (b's tiles transposed as they are copied)."""
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)  # either may broadcast
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if 2 * batch * m * n * k < 2**30 or min(m, n) < 128:
+        return False
+    return precision != "highest" or (a.stride(-2) == 1 and b.stride(-1) == 1)
+
+
+def unaligned_bmm_paths(kind, a, b, mma_names):
+    """The paths bmm may take for operands TMA cannot address: the mma kernel's `mma_names`, or for float32
+    the Hopper kernel's copies (split or not by its plan) where bmm prefers them."""
+    if kind[0] == torch.float32 and hopper_float32_runs() and copies_preferred(a, b, kind[1]):
+        name = f"hopper-wgmma {MMA_KINDS[kind][0]} copied"
+        return (name, name + " split-k")
+    return tuple(mma_names)
+
+
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("shape", UNALIGNED_SHAPES, ids=["x".join(map(str, s)) for s in UNALIGNED_SHAPES])
@@ -507,7 +536,7 @@ def test_mma_path_unaligned(kind_step, shape, layouts):
     names = {unaligned_path_name(kind, step)}
     if 1 in (m, n, k):  # a dim of size 1 leaves either order to the classifier, and its stride is not ours
         names |= {unaligned_path_name(kind, 1), unaligned_path_name(kind, 2)}
-    check_mma_kind(kind, a, b, (*names, SPLIT_K))
+    check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, a, b, (*names, SPLIT_K)))
 
 
 def eight_byte_operand(layout, batch, rows, cols, dtype):
@@ -757,6 +786,100 @@ def test_hopper_float32_path_batch_broadcast(float32_precision):
         assert torch.ops.tiles._bmm_path(a, b) == float32_path(a, b, f"hopper-wgmma {name}")
         assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
         assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)
+
+
+# Operands TMA cannot address (a stride or base not 16-byte aligned), which the Hopper float32 kernel's
+# producer warps copy 4 bytes at a time: partial tiles with K tails, K past the stage ring, one row or
+# column, K of one, and few tiles over a long K ((b, m, n, k) = (1, 256, 384, 2100) splits on 132 SMs).
+COPIED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
+                 (2, 640, 1288, 264), (1, 256, 384, 2100)]
+# Which operand is unaligned: "row" / "col" / "col-sliced" unaligned, "aligned-row" / "aligned-col" not.
+COPIED_LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
+                  ("aligned-row", "row"), ("row", "aligned-row"), ("aligned-col", "row"), ("col", "aligned-row"),
+                  ("aligned-row", "col"), ("col", "aligned-col")]
+
+
+def copied_operand(layout, batch, rows, cols):
+    if layout.startswith("aligned-"):
+        return mma_operand(layout[len("aligned-"):], batch, rows, cols, torch.float32)
+    return unaligned_operand(layout, batch, rows, cols, torch.float32)
+
+
+def check_copied(a, b, name, tol):
+    """bmm's path for a and b (thin, small, the Hopper kernel with copies where bmm prefers them, else the
+    mma kernel or general's split-K), and the Hopper kernel's result on them against float64, the same
+    bits on a second run."""
+    path = torch.ops.tiles._bmm_path(a, b)
+    expected = float32_path(a, b, None)
+    if expected:
+        assert path == expected, path
+    elif copies_preferred(a, b, torch.get_float32_matmul_precision()):
+        assert path.startswith(f"hopper-wgmma {name} copied"), path
+    else:
+        assert path.startswith(f"mma-sync {name} unaligned") or path == SPLIT_K, path
+    out = poisoned_on_path(a, b, "hopper")
+    assert_bmm_close(out, a, b, tol)
+    assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("layouts", COPIED_LAYOUTS, ids=["-".join(l) for l in COPIED_LAYOUTS])
+@pytest.mark.parametrize("shape", COPIED_SHAPES, ids=["x".join(map(str, s)) for s in COPIED_SHAPES])
+def test_hopper_float32_copied_operands(float32_precision, shape, layouts):
+    # every role: R or Q copied, or both; an MN-major Q copied (transposed as it is copied) and taken
+    # along with a copied R; 3xTF32's small part of copied Q rows; zeros past the edges and past K
+    hopper_float32_expected()
+    name, tol = float32_precision
+    batch, m, n, k = shape
+    check_copied(copied_operand(layouts[0], batch, m, k), copied_operand(layouts[1], batch, k, n), name, tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+def test_hopper_float32_copied_broadcast_and_language_model_head(float32_precision):
+    # an operand broadcast over the batch (2-D, or a batch of one) beside a copied one; a language-model
+    # head over an odd vocabulary (V = 2003): x @ W (W's rows unaligned: R = W^T copied), g @ W^T (both
+    # copied, K = V), x^T @ g (g copied as an MN-major Q, transposed as it is copied), W^T @ x^T (a
+    # copied MN-major R beside a K-major Q)
+    hopper_float32_expected()
+    name, tol = float32_precision
+    b3 = unaligned_operand("row", 3, 96, 600, torch.float32)
+    a2 = unaligned_operand("col", 1, 450, 96, torch.float32)[0]
+    x, w = make_tensor((512, 96), torch.float32, "cuda"), make_tensor((96, 2003), torch.float32, "cuda")
+    g = make_tensor((512, 2003), torch.float32, "cuda")
+    for a, b in [(a2, b3), (make_tensor((450, 96), torch.float32, "cuda"), b3), (a2, b3[:1]), (x, w), (g, w.t()),
+                 (x.t(), g), (w.t(), x.t())]:
+        check_copied(a, b, name, tol)
+        assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
+
+
+# bmm's choice for operands TMA cannot address (bmm/hopper_tf32.cu `prefers`): the Hopper kernel's copies
+# for 2^30 flops or more over an output of at least 128 rows and columns (3xTF32: an M-major a times an
+# N-major b only), else the mma kernel. (layouts, (batch, m, n, k), whether the size alone qualifies):
+# just over 2^30 flops, just under, an output 120 rows tall, and few tiles over K = 8000, which the
+# copying kernel splits (on 132 SMs): six (at full precision a small product, SMALL_FLOAT32_OUTPUTS, which
+# the general kernel takes first) and 32.
+COPIES_DISPATCH = [(("row", "row"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 520), True),
+                   (("row", "col"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 500), False),
+                   (("col", "row"), (2, 120, 4099, 1100), False), (("row", "row"), (1, 256, 384, 8000), True),
+                   (("col", "row"), (1, 256, 384, 8000), True), (("col", "row"), (1, 512, 1024, 8000), True)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("float32_precision", FLOAT32_KINDS.keys(), indirect=True)
+@pytest.mark.parametrize("case", COPIES_DISPATCH, ids=["-".join(c[0]) + "-" + "x".join(map(str, c[1])) for c in COPIES_DISPATCH])
+def test_hopper_float32_copies_dispatch(float32_precision, case):
+    hopper_float32_expected()
+    name, tol = float32_precision
+    layouts, (batch, m, n, k), large = case
+    a, b = copied_operand(layouts[0], batch, m, k), copied_operand(layouts[1], batch, k, n)
+    transposing = layouts == ("col", "row")
+    preferred = large and (name == "tf32" or transposing)
+    assert copies_preferred(a, b, torch.get_float32_matmul_precision()) == preferred
+    check_copied(a, b, name, tol)  # bmm's path, thin or small first
+    if preferred and k >= 8000 and sm_count() == 132 and not float32_path(a, b, None):  # K split, as bmm runs it
+        assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name} copied split-k"
 
 
 def float32_paths():

@@ -211,6 +211,39 @@ def hopper_float32():
         torch.set_float32_matmul_precision(old_precision)
 
 
+# The Hopper float32 kernel with operands TMA cannot address (odd leading dims, an odd base), which its
+# producer warps copy with 4-byte cp.async: R copied, Q copied (K-major, and MN-major transposed as it is
+# copied), both; edge tiles and K tails, and a split K ((b, m, k, n) = (1, 256, 2100, 385) on 132 SMs:
+# an odd N, so that the threads store its partials, which initcheck sees, and TMA's stores, which it
+# does not, only the other cases' outputs, pre-filled below).
+# On the Hopper kernel by name (bmm sends products this small to the mma or general kernels).
+def hopper_float32_copied():
+    def odd(batch, rows, cols, col_major):
+        if col_major:
+            return rand(batch, cols, rows + 1)[:, :, 1:].mT  # base 4 bytes past the allocation, ld rows + 1
+        return rand(batch, rows, cols + 1)[:, :, 1:]
+    for precision in (("high", "highest") if dev == "cuda" else ()):
+        old_precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(precision)
+        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (1, 256, 2100, 385)]:
+            # (rr swaps the roles: R = w^T copied; a copied R takes an MN-major Q, or 3xTF32's Q, with it)
+            for name, a, w in [("rr", odd(b, mm, k, False), odd(b, k, n, False)),
+                               ("rc", odd(b, mm, k, False), odd(b, k, n, True)),
+                               ("cr", odd(b, mm, k, True), odd(b, k, n, False)),
+                               ("cc", odd(b, mm, k, True), odd(b, k, n, True)),
+                               ("rc Q only", rand(b, mm, k), odd(b, k, n, True)),
+                               ("cr Q only, MN-major", rand(b, k, mm).mT, odd(b, k, n, False)),
+                               ("cc R only", odd(b, mm, k, True), rand(b, n, k).mT)]:
+                path = T._bmm_path(a, w)  # bmm's own choice, for the label: these products are too small
+                # for bmm to prefer the copies (bmm/hopper_tf32.cu `prefers`), and odd() is never TMA-aligned
+                # N = 264 and 600 rows are 16-byte multiples, which TMA stores; the Hopper kernel runs here by
+                # name whatever bmm's own path, and bmm's path does not tell whether that kernel splits K.
+                nan_prefill(b * mm * n, split_k=True)
+                check(f"bmm float32 copied {precision} {name} {b}x{mm}x{k}x{n} [{path}]", on_path(a, w, "hopper"),
+                      a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
+        torch.set_float32_matmul_precision(old_precision)
+
+
 # The mma.sync kernel's copy widths on products too large for the general kernel: rows of 8-byte (K =
 # 98 float32, 100 bf16; M = 302 float32 for an M-major a) and 4-byte (K = 99 float32, 98 bf16) multiples,
 # and 2-byte ones (K = 99 bf16: realigning register loads); 3xTF32 ("highest") copies 8 bytes only with
@@ -223,8 +256,10 @@ def mma_copy_widths():
         for k in (ks if dev == "cuda" else ()):
             a, w = rand(2, 302, k, dtype=dtype), rand(2, k, 1002, dtype=dtype)
             for name, x, y in [("row b", a, w), ("col b", a, w.mT.contiguous().mT), ("col a", a.mT.contiguous().mT, w)]:
-                check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [{T._bmm_path(x, y)}]", T.bmm(x, y),
-                      x.double() @ y.double(), tol * k ** 0.5)
+                # on the mma kernel by name (bmm's path for them in the label; float32 products this
+                # small stay on it, larger ones may take the Hopper kernel's copies: hopper_float32_copied)
+                check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [mma; bmm: {T._bmm_path(x, y)}]",
+                      on_path(x, y, "mma"), x.double() @ y.double(), tol * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)
 
 
@@ -261,8 +296,8 @@ def autograd():
     check("grad finite", torch.isfinite(x.grad).all().float().cpu(), torch.ones(()), 0)
 
 
-SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_split_k, hopper_streaming, hopper_float32, mma_copy_widths,
-            backward_kernels, autograd]
+SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_split_k, hopper_streaming, hopper_float32,
+            hopper_float32_copied, mma_copy_widths, backward_kernels, autograd]
 
 if __name__ == "__main__":
     # Sections by name (`python tools/sanitizer_driver.py hopper reductions`), all by default: racecheck

@@ -58,7 +58,8 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
       return store ? std::string("hopper-wgmma ") + store : "hopper-wgmma";
     }
     case Path::hopper_tf32:
-      return std::string("hopper-wgmma ") + mma::kind(p) + (hopper_tf32::splits_k(p) ? " split-k" : "");
+      return std::string("hopper-wgmma ") + mma::kind(p) + (hopper_tf32::copies(p) ? " copied" : "") +
+             (hopper_tf32::splits_k(p) ? " split-k" : "");
     case Path::thin: return thin::short_k(p) ? "thin short-k" : "thin few-columns";
     case Path::mma: {
       const int bytes = mma::copy_bytes(p);

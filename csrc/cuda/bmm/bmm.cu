@@ -39,7 +39,7 @@ Path choose_path(const BmmProblem& p, const char** why) {
     if (why) *why = "small float32 product at full precision";
     return Path::general;
   }
-  if (hopper_tf32::can_run(p)) return Path::hopper_tf32;
+  if (hopper_tf32::can_run(p) && hopper_tf32::prefers(p)) return Path::hopper_tf32;
   if (mma::can_run(p, why)) {
     // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
     if (!few_tiles_long_k(p) || p.out.scalar_type() == at::kDouble) return Path::mma;

@@ -128,8 +128,9 @@ void bmm(const BmmProblem& p) {
   s.store = chosen.store;
   s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
   // Split-K: each slice's float partials, [splits][batch][m][n], summed in slice order into the output.
+  const int64_t outputs = p.batch * p.m * p.n;
   const at::Tensor partials =
-      s.splits > 1 ? at::empty({s.splits * p.batch * p.m * p.n}, p.out.options().dtype(at::kFloat)) : at::Tensor();
+      s.splits > 1 ? at::empty({s.splits * outputs}, p.out.options().dtype(at::kFloat)) : at::Tensor();
   s.partials = s.splits > 1 ? partials.data_ptr<float>() : nullptr;
 
   // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes (bmm/hopper_kernel.cuh).
@@ -138,7 +139,6 @@ void bmm(const BmmProblem& p) {
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
-  const int64_t outputs = p.batch * p.m * p.n;
   if (p.out.scalar_type() == at::kBFloat16) {
     launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn);
     if (s.splits > 1) sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, outputs, s.splits);

@@ -1,11 +1,13 @@
 // What the Hopper bmm kernels (bmm/hopper_kernel.cuh for bf16 / fp16, bmm/hopper_tf32_kernel.cuh for
 // float32) share: the persistent grid's walk over output tiles, and the producer's walk around the ring
-// of shared-memory stages, each guarded by a `full` barrier (the stage's TMA copies landed) and an
-// `empty` one (the consumers are done with it). Tile shapes are each kernel's (TileConfig, Tf32Config).
+// of shared-memory stages, each guarded by a `full` barrier (the stage's TMA copies landed, and the
+// producer warps' own copies where the TF32 kernel makes them: copy_stages) and an `empty` one (the
+// consumers are done with it). Tile shapes are each kernel's (TileConfig, Tf32Config).
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/tile_order.cuh"
 
@@ -73,6 +75,40 @@ __device__ __forceinline__ void on_landed_stages(uint64_t* full, int64_t total_t
       work(ring.s);
       ring.advance();
     }
+  }
+}
+
+// The walk for producer threads that copy operand tiles themselves (cp.async, bmm/cp_async.cuh): for
+// every k-block of every tile, in ring order, wait until the consumers have freed the stage and let
+// `issue(stage, tile, k0)` start its copies, committed as one group; kLag stages later, once that group
+// has landed, `finish(stage)`. kLag <= kStages - 2 keeps the ring turning: before waiting for stage j to
+// be freed the walk has finished stages up to j - 1 - kLag, and the TF32 consumers free stage j - kStages
+// only once stage j - kStages + 1 is complete (they keep one k-block's products in flight).
+template <int kStages, int BK, int kLag, class Issue, class Finish>
+__device__ __forceinline__ void copy_stages(uint64_t* empty, int64_t total_tiles, int tiles_m, int tiles_n,
+                                            int64_t k_blocks, Issue&& issue, Finish&& finish) {
+  static_assert(kLag >= 0 && kLag <= kStages - 2, "a stage must be finished before the walk needs its turn");
+  StageRing<kStages> ring, behind;  // behind: the next stage to finish
+  int pending = 0;                  // stages issued and not finished
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      mbarrier_wait(&empty[ring.s], ring.phase ^ 1);
+      issue(ring.s, tc, int(kb * BK));
+      mma::cp_async_commit();
+      ring.advance();
+      if (++pending > kLag) {
+        mma::cp_async_wait<kLag>();
+        finish(behind.s);
+        behind.advance();
+        --pending;
+      }
+    }
+  }
+  mma::cp_async_wait<0>();
+  for (; pending > 0; --pending) {
+    finish(behind.s);
+    behind.advance();
   }
 }
 

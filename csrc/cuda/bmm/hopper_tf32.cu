@@ -9,15 +9,16 @@
 
 #include "binding/format.h"
 #include "cuda/bmm/hopper_tf32_kernel.cuh"
+#include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/split_k.cuh"
 #include "cuda/bmm/tma_maps.h"
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::hopper {
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
-                 const Tf32Shape& shape, int grid);
+                 const Tf32CopyShape& shape, int grid);
 }  // namespace tiles::cuda::hopper
 
 namespace tiles::cuda::hopper_tf32 {
@@ -25,13 +26,21 @@ namespace {
 
 using hopper::OperandLayout;
 
+template <int kSplit, int BQ, bool kCopies>
+void launch_variant(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
+                    const OperandLayout& lq, bool swap, float* c, const hopper::Tf32CopyShape& s, int grid) {
+  if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false, kCopies>(mr, mq, mc, c, s, grid);
+  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false, kCopies>(mr, mq, mc, c, s, grid);
+  if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true, kCopies>(mr, mq, mc, c, s, grid);
+  hopper::launch_tf32<kSplit, BQ, false, false, false, kCopies>(mr, mq, mc, c, s, grid);
+}
+
+// The kernel for the roles' layouts, with the copiers where an operand is copied.
 template <int kSplit, int BQ>
 void launch_roles(const CUtensorMap& mr, const CUtensorMap& mq, const CUtensorMap& mc, const OperandLayout& lr,
-                  const OperandLayout& lq, bool swap, float* c, const hopper::Tf32Shape& s, int grid) {
-  if (!lr.mn_major) return hopper::launch_tf32<kSplit, BQ, true, false, false>(mr, mq, mc, c, s, grid);
-  if (swap) return hopper::launch_tf32<kSplit, BQ, false, true, false>(mr, mq, mc, c, s, grid);
-  if (lq.mn_major) return hopper::launch_tf32<kSplit, BQ, false, false, true>(mr, mq, mc, c, s, grid);
-  hopper::launch_tf32<kSplit, BQ, false, false, false>(mr, mq, mc, c, s, grid);
+                  const OperandLayout& lq, bool swap, float* c, const hopper::Tf32CopyShape& s, int grid) {
+  if (s.copies()) return launch_variant<kSplit, BQ, true>(mr, mq, mc, lr, lq, swap, c, s, grid);
+  launch_variant<kSplit, BQ, false>(mr, mq, mc, lr, lq, swap, c, s, grid);
 }
 
 // The model's costs in H100 microseconds: one k-block of a tile, and a fixed cost per wave of tiles
@@ -70,6 +79,7 @@ Roles roles(const BmmProblem& p) {
 // The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
 // and the tile's name share.
 struct Plan {
+  Roles roles;
   int bq;
   int tiles_p, tiles_q;
   int64_t k_blocks;  // per split
@@ -98,16 +108,23 @@ Plan plan(const BmmProblem& p) {
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
     const BlockCost cost = block_cost(three_pass, bq, transposing);
-    const double waves = double((tiles + sms - 1) / sms);
-    const KSplit split = can_split ? cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us)
-                                   : KSplit{1, waves * (double(k_total) * cost.k_block_us + cost.wave_us)};
+    const KSplit split = cheapest_k_split(tiles, k_total, outputs, sms, cost.k_block_us, cost.wave_us,
+                                          can_split ? kMaxCostedSplits : 1);
     if (best.bq != 0 && split.us >= best_us) continue;
     const int64_t k_blocks = (k_total + split.splits - 1) / split.splits;
     const int splits = int((k_total + k_blocks - 1) / k_blocks);
-    best = {bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
+    best = {ro, bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
     best_us = split.us;
   }
   return best;
+}
+
+// An operand TMA cannot address, for the producer warps to copy: its [batch][outer][inner] view.
+hopper::CopiedOperand copied(const at::Tensor& t, const MatrixLayout& m) {
+  hopper::CopiedOperand c;
+  c.base = t.const_data_ptr<float>();
+  c.inner = m.inner, c.outer = m.outer, c.ld = m.ld, c.batch_stride = m.batch_stride;
+  return c;
 }
 
 }  // namespace
@@ -118,16 +135,42 @@ bool can_run(const BmmProblem& p, const char** why) {
 #else
   if (p.out.scalar_type() != at::kFloat || p.a.scalar_type() != at::kFloat || p.b.scalar_type() != at::kFloat)
     return refuse(why, "dtype is not float32");
-  if (const char* reason = hopper::tma_unsuitable(p)) return refuse(why, reason);
+  if (const char* reason = hopper::hopper_unsuitable(p)) return refuse(why, reason);
+  // An operand TMA cannot address is copied by the kernel's producer warps, 4 bytes at a time: it needs
+  // a unit-stride matrix dim and 4-byte alignment (a float32 tensor from outside PyTorch, through DLPack
+  // or from_blob, may lack it).
+  const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
+  if (!la.ok) return refuse(why, "a has no unit-stride matrix dim");
+  if (!lb.ok) return refuse(why, "b has no unit-stride matrix dim");
+  if (la.align_bytes < 4) return refuse(why, "a's base or strides are not 4-byte aligned");
+  if (lb.align_bytes < 4) return refuse(why, "b's base or strides are not 4-byte aligned");
   return true;
 #endif
+}
+
+bool copies(const BmmProblem& p) { return !hopper::layout_a(p).ok || !hopper::layout_b(p).ok; }
+
+// The copies cost the producer's three copying warps about three instructions per 4-byte cp.async, which
+// a large product's k-blocks hide and a small one's fixed costs do not. Measured against the mma.sync
+// kernel over the 81 grid cases whose operands TMA cannot address (NOTES.md, TF32 section): in TF32
+// every product of at least 2^30 flops whose output spans a 128-row tile each way ran 1.00-2.12x faster
+// (language-model heads over V = 50257: 1.2-2.1x), smaller or thinner ones 0.27-0.98x; in 3xTF32 the
+// copies won only with an MN-major Q (transposed as it is copied, 1.05-1.65x), and lost 0.3-0.6x where
+// they carry a K-major Q and its small part.
+bool prefers(const BmmProblem& p) {
+  if (!copies(p)) return true;
+  const double flops = 2.0 * double(p.batch) * double(p.m) * double(p.n) * double(p.k);
+  if (flops < double(int64_t(1) << 30) || std::min(p.m, p.n) < 128) return false;
+  if (float32_as_tf32()) return true;
+  const Roles ro = roles(p);
+  return ro.r.mn_major && ro.q.mn_major;  // the transposing variant: Q MN-major
 }
 
 bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 
 const char* tile(const BmmProblem& p) {
   const Plan chosen = plan(p);
-  const bool swap = roles(p).swap;  // output tiles transposed
+  const bool swap = chosen.roles.swap;  // output tiles transposed
   switch (chosen.bq) {
     case 256: return swap ? "256x128" : "128x256";
     case 192: return swap ? "192x128" : "128x192";
@@ -136,16 +179,16 @@ const char* tile(const BmmProblem& p) {
 }
 
 void bmm(const BmmProblem& p) {
-  const Roles ro = roles(p);
+  const Plan chosen = plan(p);
+  const Roles& ro = chosen.roles;
   const bool swap = ro.swap;
   const at::Tensor& r = swap ? p.b : p.a;
   const at::Tensor& q = swap ? p.a : p.b;
   const OperandLayout &lr = ro.r, &lq = ro.q;
-  const Plan chosen = plan(p);
   const int bq = chosen.bq, grid = chosen.grid;
   const bool three_pass = !float32_as_tf32();
 
-  hopper::Tf32Shape s;
+  hopper::Tf32CopyShape s;
   s.batch = p.batch, s.k = p.k;
   s.p = ro.p_rows, s.q = ro.q_rows;
   s.r_broadcast = lr.batch == 1, s.q_broadcast = lq.batch == 1;
@@ -154,9 +197,17 @@ void bmm(const BmmProblem& p) {
   const int64_t outputs = p.batch * p.m * p.n;
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
-  // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel).
-  const CUtensorMap mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
-  const CUtensorMap mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
+  // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel). An
+  // operand TMA cannot address is copied into the same layout by the kernel (its map stays zeros).
+  // A copied R takes Q with it where Q needs work once landed (an MN-major Q's transpose, 3xTF32's small
+  // part): the copiers then do that work on their own copies (transposing as they copy), never waiting
+  // on TMA's, and the in-place transpose's registers need no room beside the copies'.
+  const bool copy_r = !lr.ok, copy_q = !lq.ok || (copy_r && (lq.mn_major || three_pass));
+  CUtensorMap mr{}, mq{};
+  if (!copy_r) mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
+  else s.copy_r = copied(r, swap ? layout_of_b(p) : layout_of_a(p));
+  if (!copy_q) mq = hopper::tensor_map(q, lq, lq.mn_major ? 32 : bq);
+  else s.copy_q = copied(q, swap ? layout_of_a(p) : layout_of_b(p));
   // The output in boxes of [64 p rows][32 q], or with the roles swapped [32 q rows][32 p]. With split-K
   // the kernel writes each split's partial outputs, summed afterwards in split order.
   const at::Tensor partials = s.splits > 1 ? at::empty({s.splits * p.batch, p.m, p.n}, p.out.options()) : at::Tensor();

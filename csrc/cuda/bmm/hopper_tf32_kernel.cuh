@@ -12,6 +12,12 @@
 // loaded by TMA in MN-major boxes that producer warps then transpose in place (transpose_q_stage).
 // For 3xTF32 the same warps also write the transposed tile's small part.
 //
+// An operand TMA cannot address (a stride or the base not 16-byte aligned: an odd K, M or N) is copied
+// by producer warps 1-3 instead, 4 bytes a lane with cp.async, into the layout TMA would have written
+// (copy_stages): a warp instruction writes 8 floats in each of 4 rows (an MN-major Q: 4 k in each of 8
+// K-major rows, transposed as it is copied), 32 distinct banks, one shared-memory wavefront, whole
+// 32-byte sectors of global memory. Those variants (kCopies) are compiled apart from the others.
+//
 // Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
 // warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third buffer, since wgmma can
@@ -26,6 +32,7 @@
 
 #include <type_traits>
 
+#include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/hopper_pipeline.cuh"
 #include "cuda/bmm/mma_atoms.cuh"      // to_tf32
 #include "cuda/bmm/sm90_ptx.cuh"
@@ -37,7 +44,7 @@ namespace tiles::cuda::hopper {
 // stored as a contiguous [batch][out rows][out_cols] float tensor. With split-K (splits > 1) the walk's
 // batch index is split * batch + b: that split's k-blocks [split * k_blocks, + k_blocks) of batch entry
 // b, stored as batch entry split * batch + b of a partials tensor (the past-K k-blocks of the last split
-// are TMA's zeros).
+// are zeros: TMA's fill, or the copiers').
 struct Tf32Shape {
   int64_t batch, p, q, k;
   int64_t k_blocks;  // per split
@@ -46,6 +53,23 @@ struct Tf32Shape {
   bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
   bool tma_store;                 // the output is described by map_c
 };
+
+// An operand the producer warps copy (TMA cannot address it), as a [batch][outer][inner] tensor with
+// unit inner stride, the dims of its TMA map had it one: inner is K for a K-major operand, else its rows.
+struct CopiedOperand {
+  const float* base = nullptr;  // nullptr: the operand comes by TMA
+  int64_t inner = 0, outer = 0;
+  int64_t ld = 0, batch_stride = 0;  // elements between outer rows, between batch entries
+};
+
+// The copying variants' shape. Only they take it: a larger kernel parameter changes how the others
+// read theirs (through a pointer rather than registers loaded up front) and what ptxas spills.
+struct Tf32CopyShape : Tf32Shape {
+  CopiedOperand copy_r, copy_q;  // copied instead of TMA's loads where base is set
+  __host__ __device__ bool copies() const { return copy_r.base != nullptr || copy_q.base != nullptr; }
+};
+template <bool kCopies>
+using Tf32ShapeOf = std::conditional_t<kCopies, Tf32CopyShape, Tf32Shape>;
 
 template <int kSplit, int BQ>
 struct Tf32Config {
@@ -113,9 +137,11 @@ __device__ __forceinline__ void load_fragments(const uint8_t* r, int row0, int r
 }
 
 // Q's small part: small = q - (q with its low 13 bits cleared, what wgmma reads), itself rounded to TF32.
+__device__ __forceinline__ float small_part(float x) {
+  return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u)));
+}
 __device__ __forceinline__ float4 small_part(float4 v) {
-  auto part = [](float x) { return __uint_as_float(mma::to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u))); };
-  return make_float4(part(v.x), part(v.y), part(v.z), part(v.w));
+  return make_float4(small_part(v.x), small_part(v.y), small_part(v.z), small_part(v.w));
 }
 
 // A K-major Q stage's small part, by the splitter threads (producer warps 1-3); `index` counts from 0
@@ -128,8 +154,8 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
 
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
 // transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
-// the same 4 KiB. TMA cannot transpose, and copying each float with its own 4-byte cp.async costs four
-// times the shared-memory wavefronts (one per global row touched). Transposing warp `copier` (of
+// the same 4 KiB. TMA cannot transpose; copying with 4-byte cp.async (as copy_box_transposed does for
+// operands TMA cannot address) takes 8 times the instructions of TMA's boxes. Transposing warp `copier` (of
 // kCopiers) takes boxes copier, copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
 // rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
 // warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
@@ -168,6 +194,96 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
   }
 }
 
+// Byte offset of column c (< 32 floats) of row r in a stage laid out with the 128-byte swizzle: chunk
+// c / 4 of the row lands at c / 4 ^ r % 8, repeating every 8 rows (1024 bytes), as TMA writes it.
+__device__ __forceinline__ int swizzled(int r, int c) { return r * 128 + (((c / 4) ^ (r % 8)) * 16) + (c % 4) * 4; }
+
+// The rows of one 8-row block of a copied operand's tile (below) that a warp copies, 4 floats a lane in
+// each of 2 rows: lane (sub, c) = (lane / 8, lane % 8) takes rows 8 block + 2 sub + h (h = 0, 1) at
+// inner offsets c + 8 kk (kk < 4). A warp instruction reads 8 consecutive floats from each of 4 rows
+// (whole 32-byte sectors); its rows' r % 8 (2 sub + h) differ in the bits that pick the swizzled chunk
+// pair, so it writes 32 distinct banks. The four copies of a row share one pointer (immediate offsets)
+// and XOR their shared address with kk. kChecked: zeros past the operand's edges and K (TMA's fill).
+template <bool kChecked>
+__device__ __forceinline__ void copy_block_rows(uint32_t row_word, const CopiedOperand& op, const float* row_ptr,
+                                                int64_t outer, int64_t inner) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // row 2 sub + 1: the next 128-byte row, and r % 8 odd flips the low bit of the chunk
+    const uint32_t word = h ? (row_word + 128) ^ 16 : row_word;
+    const float* g = row_ptr + h * op.ld;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (kChecked) {
+        const bool ok = outer + h < op.outer && inner + 8 * kk < op.inner;
+        mma::cp_async_shared<4>(word ^ (kk << 5), ok ? g + 8 * kk : op.base, ok ? 4 : 0);
+      } else {
+        mma::cp_async_shared<4>(word ^ (kk << 5), g + 8 * kk);
+      }
+    }
+  }
+}
+
+// A copied operand's tile in a stage, laid out as its TMA boxes: K-major, [kRows tile rows][32 k] (row
+// r: tile row r); MN-major, kRows / 32 boxes of [32 k][32 tile rows] (row r: k0 + r % 32 of box r / 32).
+// Warp `first` of `step` copies the blocks of 8 rows first, first + step, ... (copy_block_rows); tiles
+// inside the operand, most of them, without bounds checks.
+template <int kRows>
+__device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOperand& op, bool mn_major, int64_t batch,
+                                               int64_t row0, int64_t k0, int first, int step, int lane) {
+  const float* base = op.base + batch * op.batch_stride;
+  const int sub = lane / 8, c = lane % 8;
+  // The lane's first word in row 2 sub of block 0: chunk c / 4 XOR r % 8 (= 2 sub), word c % 4.
+  const uint32_t word0 = smem_addr(stage) + 2 * sub * 128 + (((c / 4) ^ (2 * sub)) << 4) + (c % 4) * 4;
+  const bool inside = mn_major ? k0 + 32 <= op.outer && row0 + kRows <= op.inner
+                               : row0 + kRows <= op.outer && k0 + 32 <= op.inner;
+#pragma unroll 1
+  for (int block = first; block < kRows / 8; block += step) {
+    const int r = 8 * block + 2 * sub;  // the lane's first row of the block: (outer, inner) in the operand
+    const int64_t outer = mn_major ? k0 + r % 32 : row0 + r;
+    const int64_t inner = mn_major ? row0 + 32 * (block / 4) + c : k0 + c;
+    const float* row_ptr = base + outer * op.ld + inner;
+    if (inside) copy_block_rows<false>(word0 + block * 1024, op, row_ptr, outer, inner);
+    else copy_block_rows<true>(word0 + block * 1024, op, row_ptr, outer, inner);
+  }
+}
+
+// Tile rows 32 box .. 32 box + 31 of an MN-major Q, copied straight into the K-major rows wgmma reads.
+// Lane (i, j) = (lane % 8, lane / 8) takes tile rows 32 box + 8 qq + i at k = 4 kk + j: a warp instruction
+// reads 8 consecutive floats from each of 4 rows of the operand (whole 32-byte sectors) and writes 8 rows
+// x 4 k of shared memory, 32 distinct banks under the swizzle (the row's chunk kk ^ i, its word j).
+template <bool kChecked>
+__device__ __forceinline__ void copy_box_transposed(uint8_t* q, const CopiedOperand& op, int64_t batch, int64_t q0,
+                                                    int64_t k0, int box, int lane) {
+  const int i = lane % 8, j = lane / 8;
+  const uint32_t at = smem_addr(q) + (32 * box + i) * 128 + i * 16 + j * 4;  // chunk i: XORed with kk below
+  const int64_t k = k0 + j, row = q0 + 32 * box + i;
+  const float* g = op.base + batch * op.batch_stride + k * op.ld + row;
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk, g += 4 * op.ld) {
+    const uint32_t dst = at ^ (kk << 4);
+#pragma unroll
+    for (int qq = 0; qq < 4; ++qq) {
+      if constexpr (kChecked) {
+        const bool ok = k + 4 * kk < op.outer && row + 8 * qq < op.inner;
+        mma::cp_async_shared<4>(dst + qq * 1024, ok ? g + 8 * qq : op.base, ok ? 4 : 0);
+      } else {
+        mma::cp_async_shared<4>(dst + qq * 1024, g + 8 * qq);
+      }
+    }
+  }
+}
+
+// A K-major Q tile's small part (3xTF32), the blocks of 8 rows first, first + step, ... of it (those the
+// warp copied): one float a lane.
+template <int kRows>
+__device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* small, int first, int step, int lane) {
+  for (int r = 8 * first; r < kRows; r += (r % 8 == 7 ? 8 * step - 7 : 1)) {
+    const int at = r * 128 + lane * 4;
+    *reinterpret_cast<float*>(small + at) = small_part(*reinterpret_cast<const float*>(q + at));
+  }
+}
+
 // Epilogues. Thread (warp, lane) of a consumer holds D at fragment rows g (+8) (R rows by
 // fragment_row) and q columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
 
@@ -181,7 +297,6 @@ __device__ __forceinline__ void store_tf32_tile_tma(const float* acc, uint8_t* b
   const bool leader = threadIdx.x % 128 == 0;
   const int p_first = tc.tm * 128 + 64 * w;
   constexpr int kChunk = 64 * 32 * 4;
-  auto swizzled = [](int row, int col) { return row * 128 + (((col / 4) ^ (row % 8)) * 16) + (col % 4) * 4; };
 #pragma unroll
   for (int j = 0; j < BQ / 32; ++j) {
     uint8_t* buffer = buffers + (j % 2) * kChunk;
@@ -250,10 +365,14 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
   }
 }
 
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
+// kCopies: the variant whose producer warps 1-3 copy the operands TMA cannot address (shape.copy_r /
+// copy_q); the others take the plain Tf32Shape and compile as they did before copies existed (a shared
+// build of both measured 3.7% slower on the aligned TF32 grid cases).
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
-                   const __grid_constant__ CUtensorMap map_c, float* __restrict__ c, const Tf32Shape shape) {
+                   const __grid_constant__ CUtensorMap map_c, float* __restrict__ c,
+                   const Tf32ShapeOf<kCopies> shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = Tf32Config<kSplit, BQ>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
@@ -268,7 +387,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   // the compiler still knows these are shared-memory addresses (ld.shared, not generic loads).
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                               // output chunks
-  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);               // TMA landed
+  uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);   // TMA's and copies landed
   uint64_t* ready = full + kStages;                    // small part written, or an MN-major Q transposed
   uint64_t* empty = ready + kStages;                                               // stage consumed
   auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
@@ -278,7 +397,9 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 1);
+      // With copied operands, `full` also waits for the copiers (one arrival per warp), so the consumers
+      // wait as they do without them.
+      mbarrier_init(&full[s], kCopies ? 1 + Cfg::kTransposers : 1);
       mbarrier_init(&ready[s], Cfg::kTransposers);  // unused by TF32 with a K-major Q
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
@@ -291,6 +412,56 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<kProducerRegisters>();
+    if constexpr (kCopies) {
+      if (threadIdx.x >= 32) {
+        // Copiers: warps 1-3 fill the copied operands' tiles of each stage; once a stage's copies have
+        // landed (two stages later), each warp writes the small part of its Q rows (3xTF32) and arrives
+        // on `full` (and on `ready`, which the consumers also wait for with an MN-major Q or 3xTF32).
+        // Q comes copied whenever it needs work after landing (the host copies it along with a copied
+        // R), so a warp only reads its own copies and never waits for TMA's.
+        const int copier = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
+        const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
+        copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
+                                    [&](int s, const TileCoord& tc, int k_in_split) {
+          // 32-bit: tc.batch < 2^31 (a batch under 2^31, or under 2^24 partials when K splits), and the
+          // 64-bit division's registers would spill in the producer's share.
+          const int split = int(tc.batch) / int(shape.batch), b = int(tc.batch) - split * int(shape.batch);
+          const int64_t k0 = split * k_blocks * BK + k_in_split;
+          if (r_copied)
+            copy_tile_rows<BP>(stage_r(s), shape.copy_r, !kRKMajor, shape.r_broadcast ? 0 : b, int64_t(tc.tm) * BP, k0,
+                               copier, Cfg::kTransposers, lane);
+          if (q_copied) {
+            const int64_t q0 = int64_t(tc.tn) * BQ, bq = shape.q_broadcast ? 0 : b;
+            if constexpr (kQMnMajor) {
+              const bool inside = k0 + 32 <= shape.copy_q.outer && q0 + BQ <= shape.copy_q.inner;
+              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers) {
+                if (inside) copy_box_transposed<false>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+                else copy_box_transposed<true>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
+              }
+            } else {
+              copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, Cfg::kTransposers, lane);
+            }
+          }
+        }, [&](int s) {
+          __syncwarp();  // the warp's copies (each lane waited for its own) before any lane reads them
+          if constexpr (kSplit == 3) {  // Q is K-major in shared memory either way
+            if constexpr (kQMnMajor) {
+              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers)
+                write_small_rows<32>(stage_q(s) + box * 4096, stage_small(s) + box * 4096, 0, 1, lane);
+            } else {
+              write_small_rows<BQ>(stage_q(s), stage_small(s), copier, Cfg::kTransposers, lane);
+            }
+          }
+          fence_async_shared();  // wgmma reads Q through the async proxy
+          __syncwarp();
+          if (lane == 0) {
+            mbarrier_arrive(&full[s]);
+            if constexpr (kQMnMajor || kSplit == 3) mbarrier_arrive(&ready[s]);
+          }
+        });
+        return;
+      }
+    }
     if (threadIdx.x >= 32) {  // splitters (3xTF32) or transposers (MN-major Q): one arrival per warp and stage
       if constexpr (kQMnMajor || kSplit == 3) {
         on_landed_stages<kStages>(full, total_tiles, k_blocks, [&](int s) {
@@ -306,23 +477,31 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       return;
     }
     if (threadIdx.x != 0) return;
-    tma_prefetch_descriptor(&map_r);
-    tma_prefetch_descriptor(&map_q);
-    produce_stages<kStages, BK>(full, empty, Cfg::kRBytes + Cfg::kQBytes, total_tiles, shape.tiles_p, shape.tiles_q,
+    // TMA loads the operands that are not copied (with both copied, an arrival alone each stage).
+    bool load_r = true, load_q = true;
+    if constexpr (kCopies) load_r = shape.copy_r.base == nullptr, load_q = shape.copy_q.base == nullptr;
+    if (load_r) tma_prefetch_descriptor(&map_r);
+    if (load_q) tma_prefetch_descriptor(&map_q);
+    const uint32_t bytes = (load_r ? Cfg::kRBytes : 0) + (load_q ? Cfg::kQBytes : 0);
+    produce_stages<kStages, BK>(full, empty, bytes, total_tiles, shape.tiles_p, shape.tiles_q,
                                 k_blocks, [&](int s, const TileCoord& tc, int k_in_split) {
       const int split = int(tc.batch / shape.batch), b = int(tc.batch - split * shape.batch);
       const int br = shape.r_broadcast ? 0 : b, bq = shape.q_broadcast ? 0 : b;
       const int k0 = int(split * k_blocks * BK) + k_in_split;
       const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
-      if constexpr (kRKMajor) {
-        tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
-      } else {  // boxes of [32 k][32 p]
-        for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
+      if (load_r) {
+        if constexpr (kRKMajor) {
+          tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
+        } else {  // boxes of [32 k][32 p]
+          for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
+        }
       }
-      if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
-        for (int j = 0; j < BQ / 32; ++j) tma_load_3d(stage_q(s) + j * 32 * 128, &map_q, &full[s], q0 + 32 * j, k0, bq);
-      } else {
-        tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+      if (load_q) {
+        if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
+          for (int j = 0; j < BQ / 32; ++j) tma_load_3d(stage_q(s) + j * 32 * 128, &map_q, &full[s], q0 + 32 * j, k0, bq);
+        } else {
+          tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+        }
       }
     });
     return;
@@ -368,6 +547,18 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     return done;
   };
 
+  // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
+  // R reads of the stage precede (they feed those wgmmas). Where the copiers refill stages (cp.async:
+  // other threads' ordinary writes, not TMA's), the warpgroup also meets at a named barrier first, so
+  // that every thread's reads are ordered before the release by a barrier, not by wgmma's data flow.
+  // (compute-sanitizer's racecheck reports these stages' cp.async writes against load_fragments' reads
+  // with or without it, 168 and 176 hazards with all results right: it does not follow the mbarrier
+  // hand-offs between warps, which the TMA-fed variants never show it since it does not see TMA.)
+  auto release = [&](int stage) {
+    if constexpr (kCopies) named_barrier(1 + w, 128);
+    if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[stage]);
+  };
+
   for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
 #pragma unroll
@@ -380,7 +571,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       auto retire = [&](int done) {
         wgmma_wait<1>();
         fence_registers(acc, BQ / 2);
-        if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+        if (previous >= 0) release(previous);
         previous = done;
       };
       int64_t kb = 0;
@@ -391,13 +582,13 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       if (kb < k_blocks) retire(k_block(std::integral_constant<int, 0>{}));
       wgmma_wait<0>();
       fence_registers(acc, BQ / 2);
-      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+      if (previous >= 0) release(previous);
     } else {
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         const int done = k_block(std::integral_constant<int, 0>{});
         wgmma_wait<0>();
         fence_registers(part, BQ / 2);
-        if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[done]);
+        release(done);
 #pragma unroll
         for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
       }

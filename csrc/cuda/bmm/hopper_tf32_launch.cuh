@@ -8,25 +8,28 @@
 
 namespace tiles::cuda::hopper {
 
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
-                 const Tf32Shape& shape, int grid) {
+                 const Tf32CopyShape& shape, int grid) {
   using Cfg = Tf32Config<kSplit, BQ>;
-  constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap, kQMnMajor>;
+  constexpr auto kernel = &hopper_tf32_kernel<kSplit, BQ, kRKMajor, kSwap, kQMnMajor, kCopies>;
   allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, shape);
+  // the variants without copies take the plain shape (the copied operands sliced off)
+  const Tf32ShapeOf<kCopies>& kernel_shape = shape;
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_r, map_q, map_c, c, kernel_shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // The role layouts the host uses (bmm/hopper_tf32.cu): R K-major; R MN-major; R MN-major with the
-// roles swapped; R and Q both MN-major.
-#define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP, QMN)                                                       \
-  template void launch_tf32<SPLIT, BQ, RK, SWAP, QMN>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, \
-                                                     float*, const Tf32Shape&, int);
-#define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ)           \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false, false)  \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, false) \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true, false)  \
-  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, true)
+// roles swapped; R and Q both MN-major. COPIES: the variants that copy operands TMA cannot address, in
+// .cu files of their own (bmm_hopper_tf32*_copies.cu) so that both sets compile in parallel.
+#define TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, RK, SWAP, QMN, COPIES)                                                \
+  template void launch_tf32<SPLIT, BQ, RK, SWAP, QMN, COPIES>(const CUtensorMap&, const CUtensorMap&,             \
+                                                              const CUtensorMap&, float*, const Tf32CopyShape&, int);
+#define TILES_HOPPER_TF32_INSTANTIATE(SPLIT, BQ, COPIES)           \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, true, false, false, COPIES)  \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, false, COPIES) \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, true, false, COPIES)  \
+  TILES_HOPPER_TF32_LAUNCH(SPLIT, BQ, false, false, true, COPIES)
 
 }  // namespace tiles::cuda::hopper

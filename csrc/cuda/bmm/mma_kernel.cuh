@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/mma_atoms.cuh"
 #include "cuda/bmm/tile_order.cuh"
 
@@ -92,19 +93,6 @@ __device__ __forceinline__ auto& first_if(A& a, B& b) {
   if constexpr (kFirst) return a;
   else return b;
 }
-
-// Copies kBytes (16, 8 or 4) from global to shared memory, zero-filling past the first src_bytes.
-template <int kBytes>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
-  const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
-  if constexpr (kBytes == 16)  // .cg (L2 only) exists for 16-byte copies alone
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(kBytes), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending)); }
 
 // How one operand's tiles get from global to shared memory, in two steps around the multiplies of the
 // previous tile: begin(s, kt, ...) starts the copy of k-tile kt into `s`, finish(s) completes it (then

@@ -3,8 +3,9 @@
 //   hopper   TMA + wgmma tensor-core kernel: bf16 / fp16 on sm_90a, operands whose rows (or columns)
 //            are contiguous with 16-byte-aligned strides, either major order (bmm/hopper.cu)
 //   hopper_tf32  TMA + wgmma kernel for float32 on sm_90a: TF32, or 3xTF32 (float32-accurate) under the
-//            "highest" matmul precision; TMA-addressable operands of which at least one is K-major
-//            (bmm/hopper_tf32.cu)
+//            "highest" matmul precision; operands with a unit-stride matrix dim, either major order (b's
+//            tiles transposed in shared memory when neither is K-major), those TMA cannot address copied
+//            4 bytes at a time by the kernel's producer warps (bmm/hopper_tf32.cu)
 //   mma      mma.sync tensor-core kernel with a cp.async pipeline: every dtype (fp32 as TF32 or 3xTF32 by
 //            the float32 matmul precision, fp64 on DMMA) on sm_80 and newer, operands with a unit-stride
 //            matrix dim, either major order; strides or a base that are not 16-byte aligned are copied
@@ -32,8 +33,8 @@ inline bool refuse(const char** why, const char* reason) {
 enum class Path { hopper, hopper_tf32, thin, mma, general };
 
 // The path bmm runs `p` on (bmm/bmm.cu): hopper where it can take the product, else thin for a thin one,
-// general for a small float32 product at full precision, else the first of hopper_tf32 and mma that can
-// take it, else general; when `why` is given and the answer is general, it says why.
+// general for a small float32 product at full precision, else hopper_tf32 where it can take the product
+// and prefers it, else mma where it can, else general; when `why` is given and the answer is general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
@@ -67,6 +68,11 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
+// Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps).
+bool copies(const BmmProblem& p);
+// Whether bmm should send p here: always where nothing is copied; with copies, only where they were
+// measured to beat the mma.sync kernel (bmm/hopper_tf32.cu). _bmm_on_path's "hopper" needs can_run alone.
+bool prefers(const BmmProblem& p);
 // The output tile the kernel would use for p (rows x columns of the output): "128x256", "128x192" or
 // "128x128", or "256x128" / "192x128" where the roles are swapped (a K-major, b N-major); bmm/hopper_tf32.cu
 // `plan`.

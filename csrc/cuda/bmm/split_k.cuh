@@ -31,11 +31,11 @@ struct KSplit {
   double us;  // the model's time for the product at that count
 };
 inline KSplit cheapest_k_split(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us,
-                               double wave_us = 0) {
+                               double wave_us = 0, int max_splits = kMaxCostedSplits) {
   constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
   constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
   KSplit best{1, 0};
-  for (int splits = 1; splits <= kMaxCostedSplits; ++splits) {
+  for (int splits = 1; splits <= max_splits; ++splits) {
     if (splits > 1 && (k_blocks < splits * kMinBlocks || splits * outputs > kMaxPartials)) break;
     const int64_t per = (k_blocks + splits - 1) / splits, used = (k_blocks + per - 1) / per;
     const int64_t waves = (tiles * used + sms - 1) / sms;

@@ -57,12 +57,17 @@ CUtensorMapDataType tma_type(const at::Tensor& t) {
 OperandLayout layout_a(const BmmProblem& p) { return layout_of(p.a, layout_of_a(p), p.batch); }
 OperandLayout layout_b(const BmmProblem& p) { return layout_of(p.b, layout_of_b(p), p.batch); }
 
-const char* tma_unsuitable(const BmmProblem& p) {
+const char* hopper_unsuitable(const BmmProblem& p) {
   if (p.k == 0) return "K is 0";
   if (p.m >= (int64_t(1) << 31) - 256 || p.n >= (int64_t(1) << 31) - 256 || p.k >= (int64_t(1) << 31) ||
       p.batch >= (int64_t(1) << 31))
     return "a size exceeds TMA's 32-bit coordinates";
   if (compute_capability(p.out.get_device()) != 90) return "the device is not sm_90";
+  return nullptr;
+}
+
+const char* tma_unsuitable(const BmmProblem& p) {
+  if (const char* reason = hopper_unsuitable(p)) return reason;
   if (!layout_a(p).ok) return "a's strides or alignment do not suit TMA";
   if (!layout_b(p).ok) return "b's strides or alignment do not suit TMA";
   return nullptr;

@@ -27,8 +27,10 @@ OperandLayout layout_b(const BmmProblem& p);
 // The output [batch][m][n] (contiguous, fresh); `ok` when TMA can store it (16-byte-aligned rows).
 OperandLayout output_layout(const BmmProblem& p);
 
-// Why no Hopper kernel can take `p`, whatever its dtype (K = 0, a size beyond TMA's 32-bit
-// coordinates, not an sm_90 device, an operand TMA cannot address), or nullptr when one can.
+// Why no Hopper kernel can take `p`, whatever its dtype and its operands' strides (K = 0, a size beyond
+// TMA's 32-bit coordinates, not an sm_90 device), or nullptr.
+const char* hopper_unsuitable(const BmmProblem& p);
+// hopper_unsuitable's reasons, and an operand TMA cannot address; nullptr when TMA can load both.
 const char* tma_unsuitable(const BmmProblem& p);
 
 // A map whose boxes are [1][box_outer][128 bytes of inner elements], stored in shared memory with the

@@ -2,5 +2,5 @@
 #include "cuda/bmm/hopper_tf32_launch.cuh"
 
 namespace tiles::cuda::hopper {
-TILES_HOPPER_TF32_INSTANTIATE(1, 256)
+TILES_HOPPER_TF32_INSTANTIATE(1, 256, false)
 }
