@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "binding/format.h"
-#include "cuda/bmm/hopper_tf32_kernel.cuh"
+#include "cuda/bmm/hopper_tf32_tiles.cuh"
 #include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/split_k.cuh"

@@ -16,7 +16,9 @@
 // by producer warps 1-3 instead, 4 bytes a lane with cp.async, into the layout TMA would have written
 // (copy_stages): a warp instruction writes 8 floats in each of 4 rows (an MN-major Q: 4 k in each of 8
 // K-major rows, transposed as it is copied), 32 distinct banks, one shared-memory wavefront, whole
-// 32-byte sectors of global memory. Those variants (kCopies) are compiled apart from the others.
+// 32-byte sectors of global memory (bmm/hopper_tf32_copies.cuh). Those variants (kCopies) are compiled
+// apart from the others. The shape, stage sizes and fragment rows are in bmm/hopper_tf32_tiles.cuh, the
+// stores of the output in bmm/hopper_tf32_epilogue.cuh.
 //
 // Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
@@ -30,93 +32,24 @@
 // running sum with a float32 add (see bmm/mma_atoms.cuh, Tf32x3): error at cuBLAS SGEMM's level.
 #pragma once
 
-#include <type_traits>
+#include <cstdint>
 
 #include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/hopper_pipeline.cuh"
+#include "cuda/bmm/hopper_tf32_copies.cuh"
+#include "cuda/bmm/hopper_tf32_epilogue.cuh"
+#include "cuda/bmm/hopper_tf32_tiles.cuh"
 #include "cuda/bmm/mma_atoms.cuh"      // to_tf32
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
 
 namespace tiles::cuda::hopper {
 
-// The problem in roles: D[batch][p][q] = sum_k R[p][k] Q[q][k]; the output is D (or D^T if kSwap)
-// stored as a contiguous [batch][out rows][out_cols] float tensor. With split-K (splits > 1) the walk's
-// batch index is split * batch + b: that split's k-blocks [split * k_blocks, + k_blocks) of batch entry
-// b, stored as batch entry split * batch + b of a partials tensor (the past-K k-blocks of the last split
-// are zeros: TMA's fill, or the copiers').
-struct Tf32Shape {
-  int64_t batch, p, q, k;
-  int64_t k_blocks;  // per split
-  int splits;
-  int tiles_p, tiles_q;
-  bool r_broadcast, q_broadcast;  // read batch 0 for every output batch
-  bool tma_store;                 // the output is described by map_c
-};
-
-// An operand the producer warps copy (TMA cannot address it), as a [batch][outer][inner] tensor with
-// unit inner stride, the dims of its TMA map had it one: inner is K for a K-major operand, else its rows.
-struct CopiedOperand {
-  const float* base = nullptr;  // nullptr: the operand comes by TMA
-  int64_t inner = 0, outer = 0;
-  int64_t ld = 0, batch_stride = 0;  // elements between outer rows, between batch entries
-};
-
-// The copying variants' shape. Only they take it: a larger kernel parameter changes how the others
-// read theirs (through a pointer rather than registers loaded up front) and what ptxas spills.
-struct Tf32CopyShape : Tf32Shape {
-  CopiedOperand copy_r, copy_q;  // copied instead of TMA's loads where base is set
-  __host__ __device__ bool copies() const { return copy_r.base != nullptr || copy_q.base != nullptr; }
-};
-template <bool kCopies>
-using Tf32ShapeOf = std::conditional_t<kCopies, Tf32CopyShape, Tf32Shape>;
-
-template <int kSplit, int BQ>
-struct Tf32Config {
-  // wgmma_tf32 and the chunked epilogue know these widths only; 1xTF32 or 3xTF32 (big and small parts).
-  static_assert(BQ == 128 || BQ == 192 || BQ == 256, "TF32 Hopper bmm tiles are 128, 192 or 256 rows of Q wide");
-  static_assert(kSplit == 1 || kSplit == 3, "1xTF32 or 3xTF32");
-  static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
-  static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
-  static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
-  static constexpr int kTransposers = 3;                  // producer warps transposing an MN-major Q
-  static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
-  static constexpr int kQBytes = BQ * BK * 4;            // 16, 24 or 32 KiB
-  static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
-  static constexpr int kStages = 4;                      // up to 192 KiB of stages
-  static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
-  static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
-  static constexpr size_t kSmemBytes =
-      size_t(kStages) * kStageBytes + kCBytes + 3 * kStages * sizeof(uint64_t) + 1024;
-};
-
 template <int BQ>
 __device__ __forceinline__ void wgmma_tf32(float* acc, const uint32_t* a, uint64_t desc_q, int scale_d) {
   if constexpr (BQ == 256) wgmma_m64n256k8_tf32_rs(acc, a, desc_q, scale_d);
   else if constexpr (BQ == 192) wgmma_m64n192k8_tf32_rs(acc, a, desc_q, scale_d);
   else wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
-}
-
-// Where a consumer thread's fragment row `h` (0: row g, 1: row g + 8 of its warp's 16) sits in the
-// warpgroup's 64 R rows. wgmma does not care which R row a fragment row holds, as long as the epilogue
-// agrees, so each layout picks rows that make the fragment loads free of bank conflicts:
-//   K-major R ([p][32 k] rows of 128 bytes): rows in order, 16 * warp + g + 8 h.
-//   MN-major R ([k][32 p] boxes): a load of k = t (+4) by the warp touches 4 swizzled rows; the 8 g
-//   take 16-byte chunks c and c + 4 of the box, whose XOR with k % 8 (< 4 apart) never collide.
-template <bool kRKMajor>
-__device__ __forceinline__ int fragment_row(int warp, int lane, int h) {
-  const int g = lane / 4;
-  if constexpr (kRKMajor) return 16 * warp + g + 8 * h;
-  const int chunk = 2 * (warp % 2) + h + 4 * (g / 4);  // 4-float chunk within the 32-wide box
-  return 32 * (warp / 2) + 4 * chunk + g % 4;
-}
-
-// Byte offset of R element (row p of the 128-row tile, k < 32) in a stage.
-template <bool kRKMajor>
-__device__ __forceinline__ int r_offset(int p, int k) {
-  if constexpr (kRKMajor) return p * 128 + (((k / 4) ^ (p % 8)) * 16) + (k % 4) * 4;
-  return (p / 32) * (32 * 128) + k * 128 + ((((p % 32) / 4) ^ (k % 8)) * 16) + (p % 4) * 4;
 }
 
 // The thread's A fragments for the 4 k-steps of a k-block: element j of step kk holds R at fragment
@@ -194,86 +127,6 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
   }
 }
 
-// Byte offset of column c (< 32 floats) of row r in a stage laid out with the 128-byte swizzle: chunk
-// c / 4 of the row lands at c / 4 ^ r % 8, repeating every 8 rows (1024 bytes), as TMA writes it.
-__device__ __forceinline__ int swizzled(int r, int c) { return r * 128 + (((c / 4) ^ (r % 8)) * 16) + (c % 4) * 4; }
-
-// The rows of one 8-row block of a copied operand's tile (below) that a warp copies, 4 floats a lane in
-// each of 2 rows: lane (sub, c) = (lane / 8, lane % 8) takes rows 8 block + 2 sub + h (h = 0, 1) at
-// inner offsets c + 8 kk (kk < 4). A warp instruction reads 8 consecutive floats from each of 4 rows
-// (whole 32-byte sectors); its rows' r % 8 (2 sub + h) differ in the bits that pick the swizzled chunk
-// pair, so it writes 32 distinct banks. The four copies of a row share one pointer (immediate offsets)
-// and XOR their shared address with kk. kChecked: zeros past the operand's edges and K (TMA's fill).
-template <bool kChecked>
-__device__ __forceinline__ void copy_block_rows(uint32_t row_word, const CopiedOperand& op, const float* row_ptr,
-                                                int64_t outer, int64_t inner) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    // row 2 sub + 1: the next 128-byte row, and r % 8 odd flips the low bit of the chunk
-    const uint32_t word = h ? (row_word + 128) ^ 16 : row_word;
-    const float* g = row_ptr + h * op.ld;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      if constexpr (kChecked) {
-        const bool ok = outer + h < op.outer && inner + 8 * kk < op.inner;
-        mma::cp_async_shared<4>(word ^ (kk << 5), ok ? g + 8 * kk : op.base, ok ? 4 : 0);
-      } else {
-        mma::cp_async_shared<4>(word ^ (kk << 5), g + 8 * kk);
-      }
-    }
-  }
-}
-
-// A copied operand's tile in a stage, laid out as its TMA boxes: K-major, [kRows tile rows][32 k] (row
-// r: tile row r); MN-major, kRows / 32 boxes of [32 k][32 tile rows] (row r: k0 + r % 32 of box r / 32).
-// Warp `first` of `step` copies the blocks of 8 rows first, first + step, ... (copy_block_rows); tiles
-// inside the operand, most of them, without bounds checks.
-template <int kRows>
-__device__ __forceinline__ void copy_tile_rows(uint8_t* stage, const CopiedOperand& op, bool mn_major, int64_t batch,
-                                               int64_t row0, int64_t k0, int first, int step, int lane) {
-  const float* base = op.base + batch * op.batch_stride;
-  const int sub = lane / 8, c = lane % 8;
-  // The lane's first word in row 2 sub of block 0: chunk c / 4 XOR r % 8 (= 2 sub), word c % 4.
-  const uint32_t word0 = smem_addr(stage) + 2 * sub * 128 + (((c / 4) ^ (2 * sub)) << 4) + (c % 4) * 4;
-  const bool inside = mn_major ? k0 + 32 <= op.outer && row0 + kRows <= op.inner
-                               : row0 + kRows <= op.outer && k0 + 32 <= op.inner;
-#pragma unroll 1
-  for (int block = first; block < kRows / 8; block += step) {
-    const int r = 8 * block + 2 * sub;  // the lane's first row of the block: (outer, inner) in the operand
-    const int64_t outer = mn_major ? k0 + r % 32 : row0 + r;
-    const int64_t inner = mn_major ? row0 + 32 * (block / 4) + c : k0 + c;
-    const float* row_ptr = base + outer * op.ld + inner;
-    if (inside) copy_block_rows<false>(word0 + block * 1024, op, row_ptr, outer, inner);
-    else copy_block_rows<true>(word0 + block * 1024, op, row_ptr, outer, inner);
-  }
-}
-
-// Tile rows 32 box .. 32 box + 31 of an MN-major Q, copied straight into the K-major rows wgmma reads.
-// Lane (i, j) = (lane % 8, lane / 8) takes tile rows 32 box + 8 qq + i at k = 4 kk + j: a warp instruction
-// reads 8 consecutive floats from each of 4 rows of the operand (whole 32-byte sectors) and writes 8 rows
-// x 4 k of shared memory, 32 distinct banks under the swizzle (the row's chunk kk ^ i, its word j).
-template <bool kChecked>
-__device__ __forceinline__ void copy_box_transposed(uint8_t* q, const CopiedOperand& op, int64_t batch, int64_t q0,
-                                                    int64_t k0, int box, int lane) {
-  const int i = lane % 8, j = lane / 8;
-  const uint32_t at = smem_addr(q) + (32 * box + i) * 128 + i * 16 + j * 4;  // chunk i: XORed with kk below
-  const int64_t k = k0 + j, row = q0 + 32 * box + i;
-  const float* g = op.base + batch * op.batch_stride + k * op.ld + row;
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk, g += 4 * op.ld) {
-    const uint32_t dst = at ^ (kk << 4);
-#pragma unroll
-    for (int qq = 0; qq < 4; ++qq) {
-      if constexpr (kChecked) {
-        const bool ok = k + 4 * kk < op.outer && row + 8 * qq < op.inner;
-        mma::cp_async_shared<4>(dst + qq * 1024, ok ? g + 8 * qq : op.base, ok ? 4 : 0);
-      } else {
-        mma::cp_async_shared<4>(dst + qq * 1024, g + 8 * qq);
-      }
-    }
-  }
-}
-
 // A K-major Q tile's small part (3xTF32), the blocks of 8 rows first, first + step, ... of it (those the
 // warp copied): one float a lane.
 template <int kRows>
@@ -281,87 +134,6 @@ __device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* smal
   for (int r = 8 * first; r < kRows; r += (r % 8 == 7 ? 8 * step - 7 : 1)) {
     const int at = r * 128 + lane * 4;
     *reinterpret_cast<float*>(small + at) = small_part(*reinterpret_cast<const float*>(q + at));
-  }
-}
-
-// Epilogues. Thread (warp, lane) of a consumer holds D at fragment rows g (+8) (R rows by
-// fragment_row) and q columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
-
-// A consumer's 64 x BQ block through shared memory and TMA stores, 32 q at a time in two alternating
-// 8 KiB buffers (one store group in flight while the next chunk is written). Each chunk is staged
-// with the 128-byte swizzle as the output's boxes: [64 p rows][32 q] (kSwap: two [32 q rows][32 p]).
-template <int BQ, bool kRKMajor, bool kSwap>
-__device__ __forceinline__ void store_tf32_tile_tma(const float* acc, uint8_t* buffers, const CUtensorMap* map_c,
-                                                    const Tf32Shape& shape, const TileCoord& tc, int w) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, t = lane % 4;
-  const bool leader = threadIdx.x % 128 == 0;
-  const int p_first = tc.tm * 128 + 64 * w;
-  constexpr int kChunk = 64 * 32 * 4;
-#pragma unroll
-  for (int j = 0; j < BQ / 32; ++j) {
-    uint8_t* buffer = buffers + (j % 2) * kChunk;
-    if (leader) bulk_wait_read<1>();  // the store that last read this buffer is done with it
-    named_barrier(1 + w, 128);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = fragment_row<kRKMajor>(warp, lane, h);
-#pragma unroll
-      for (int ii = 0; ii < 4; ++ii) {
-        const int i = 4 * j + ii, q = 8 * ii + 2 * t;  // q within the chunk
-        const float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
-        if constexpr (kSwap) {
-          uint8_t* box = buffer + (p / 32) * (kChunk / 2);
-          *reinterpret_cast<float*>(box + swizzled(q, p % 32)) = v0;
-          *reinterpret_cast<float*>(box + swizzled(q + 1, p % 32)) = v1;
-        } else {
-          *reinterpret_cast<float2*>(buffer + swizzled(p, q)) = make_float2(v0, v1);
-        }
-      }
-    }
-    fence_async_shared();
-    named_barrier(1 + w, 128);
-    const int q_first = tc.tn * BQ + 32 * j;
-    if (leader && p_first < shape.p && q_first < shape.q) {
-      if constexpr (kSwap) {
-        tma_store_3d(map_c, buffer, p_first, q_first, int(tc.batch));
-        if (p_first + 32 < shape.p) tma_store_3d(map_c, buffer + kChunk / 2, p_first + 32, q_first, int(tc.batch));
-      } else {
-        tma_store_3d(map_c, buffer, q_first, p_first, int(tc.batch));
-      }
-    }
-    if (leader) bulk_commit();
-  }
-}
-
-// Bounds-checked stores of a consumer's 64 x BQ block, for outputs TMA cannot describe.
-template <int BQ, bool kRKMajor, bool kSwap>
-__device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, const Tf32Shape& shape,
-                                                const TileCoord& tc, int w) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-  const int64_t ld = kSwap ? shape.p : shape.q;  // the output's row stride (its N)
-  float* c_batch = c + tc.batch * shape.p * shape.q;
-  const int64_t q0 = int64_t(tc.tn) * BQ + 2 * (lane % 4);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t p = int64_t(tc.tm) * 128 + 64 * w + fragment_row<kRKMajor>(warp, lane, h);
-    if (p >= shape.p) continue;
-#pragma unroll
-    for (int i = 0; i < BQ / 8; ++i) {
-      const int64_t q = q0 + 8 * i;
-      const float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
-      if constexpr (kSwap) {
-        if (q < shape.q) c_batch[q * ld + p] = v0;
-        if (q + 1 < shape.q) c_batch[(q + 1) * ld + p] = v1;
-      } else {
-        float* dst = c_batch + p * ld + q;
-        if (q + 1 < shape.q && ld % 2 == 0) {
-          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-        } else {
-          if (q < shape.q) dst[0] = v0;
-          if (q + 1 < shape.q) dst[1] = v1;
-        }
-      }
-    }
   }
 }
 
@@ -603,5 +375,6 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }
+
 
 }  // namespace tiles::cuda::hopper
