@@ -14,8 +14,9 @@ Presets:
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
 - thin: either side of the thin kernels' limits (bmm/thin.cu), bf16 and float32.
-- slow-grid-fp32: the float32 grid cases (bmm_grid.py) below 0.95x in this GPU's results file, up to
-  2^31 multiply-adds.
+- slow-grid-<prec> (bf16, fp16, tf32, fp32, fp64): that precision's grid cases (bmm_grid.py) below
+  0.95x in this GPU's results file, up to 2^31 multiply-adds, slowest first, under the precision's
+  float32 setting (tf32: "high").
 
 Each case is B,M,N,K with a layout (NN, TN, NT, TT: T is a transposed view), timed two ways: do_bench's
 median with the L2 flushed, and back to back (20 calls replayed from one CUDA graph, per call), as
@@ -23,6 +24,7 @@ median with the L2 flushed, and back to back (20 calls replayed from one CUDA gr
 that cannot take the operands prints `-`.
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -80,23 +82,29 @@ def general_cases() -> List[Case]:
     return cases
 
 
-def slow_grid_fp32_cases(below=0.95, max_multiply_adds=2 ** 31) -> List[Case]:
-    """The float32 ("highest") grid cases of this machine's results file below `below`x (bmm_grid.py),
-    slowest first, up to `max_multiply_adds` (larger ones would take seconds each on the general kernel):
-    where a routing rule has the most to gain."""
+# The grid's precisions (bmm_grid.py): each one's dtype and torch.set_float32_matmul_precision.
+GRID_PRECISIONS = {"bf16": (torch.bfloat16, "highest"), "fp16": (torch.float16, "highest"),
+                   "tf32": (torch.float32, "high"), "fp32": (torch.float32, "highest"),
+                   "fp64": (torch.float64, "highest")}
+
+
+def slow_grid_cases(prec, below=0.95, max_multiply_adds=2 ** 31, results=None) -> List[Case]:
+    """The `prec` grid cases of this machine's results file (or of `results`) below `below`x
+    (bmm_grid.py), slowest first, up to `max_multiply_adds` (larger ones would take seconds each on the
+    general kernel): where a routing rule has the most to gain. Run them under GRID_PRECISIONS[prec]."""
     import json
     import re
     import results_file
-    path = results_file.path_for(torch.cuda.get_device_name())
+    path = results or results_file.path_for(torch.cuda.get_device_name())
     with open(path) as f:
         rows = json.load(f)["cases"]
-    pattern = re.compile(r"grid bmm fp32 (\w\w) B=(\S+) M=(\d+) N=(\d+) K=(\d+)$")
+    pattern = re.compile(rf"grid bmm {prec} (\w\w) B=(\S+) M=(\d+) N=(\d+) K=(\d+)$")
     slow = sorted((r for r in rows if pattern.match(r["name"]) and r.get("speedup") and r["speedup"] < below),
                   key=lambda r: r["speedup"])
     cases = []
     for r in slow:
         layout, batch, m, n, k = pattern.match(r["name"]).groups()
-        case = Case(0 if batch == "-" else int(batch), int(m), int(n), int(k), layout)
+        case = Case(0 if batch == "-" else int(batch), int(m), int(n), int(k), layout, GRID_PRECISIONS[prec][0])
         if max(case.batch, 1) * case.m * case.n * case.k <= max_multiply_adds:
             cases.append(case)
     return cases
@@ -119,8 +127,8 @@ def thin_cases() -> List[Case]:
     return cases
 
 
-PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "slow-grid-fp32": slow_grid_fp32_cases,
-           "thin": thin_cases}
+PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "thin": thin_cases,
+           **{f"slow-grid-{prec}": functools.partial(slow_grid_cases, prec) for prec in GRID_PRECISIONS}}
 
 
 def graph_us(fn):
@@ -188,8 +196,9 @@ def main(argv=None):
                         "replaces the preset; repeatable")
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "float64"],
                         help="the dtype of --shape cases (default float32)")
-    parser.add_argument("--precision", default="highest", choices=["highest", "high", "medium"],
-                        help="torch.set_float32_matmul_precision for the run")
+    parser.add_argument("--precision", choices=["highest", "high", "medium"],
+                        help="torch.set_float32_matmul_precision for the run (default: the slow-grid "
+                             "preset's, else highest)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args(argv)
     if args.device == "cuda" and not (torch.cuda.is_available() and torch_tiles.built_with_cuda()):
@@ -197,6 +206,8 @@ def main(argv=None):
     cases = args.shape or PRESETS[args.preset]()
     if args.shape and args.dtype:
         cases = [c._replace(dtype=getattr(torch, args.dtype)) for c in cases]
+    preset_prec = args.preset[len("slow-grid-"):] if args.preset.startswith("slow-grid-") and not args.shape else None
+    args.precision = args.precision or (GRID_PRECISIONS[preset_prec][1] if preset_prec else "highest")
     torch.set_float32_matmul_precision(args.precision)
     where = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"{where} | torch {torch.__version__} | float32 precision {args.precision} | times in us, "

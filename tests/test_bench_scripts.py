@@ -200,6 +200,24 @@ def test_bmm_paths_presets(bmm_paths):
     assert {c.dtype for c in bmm_paths.general_cases()} == {torch.bfloat16, torch.float16, torch.float64}
 
 
+def test_bmm_paths_slow_grid_cases(bmm_paths, tmp_path):
+    # a precision's grid rows below the bar, slowest first, in its dtype; other precisions, fast rows and
+    # products over the multiply-add cap left out
+    rows = [{"name": "grid bmm tf32 TN B=- M=8 N=9 K=10", "speedup": 0.9},
+            {"name": "grid bmm tf32 NT B=3 M=5 N=6 K=7", "speedup": 0.5},
+            {"name": "grid bmm tf32 NN B=1 M=4 N=4 K=4", "speedup": 1.2},
+            {"name": "grid bmm tf32 NN B=2 M=4096 N=4096 K=4096", "speedup": 0.7},
+            {"name": "grid bmm bf16 NN B=- M=8 N=8 K=8", "speedup": 0.4},
+            {"name": "bmm bf16 4096^3", "speedup": 0.4}]
+    results = tmp_path / "gpu.json"
+    results.write_text(json.dumps({"cases": rows}))
+    cases = bmm_paths.slow_grid_cases("tf32", max_multiply_adds=2**20, results=str(results))
+    assert [(c.name(), c.dtype) for c in cases] == [("float32 NT 3x5x6x7", torch.float32),
+                                                     ("float32 TN 8x9x10", torch.float32)]
+    assert [c.dtype for c in bmm_paths.slow_grid_cases("bf16", results=str(results))] == [torch.bfloat16]
+    assert bmm_paths.GRID_PRECISIONS["tf32"][1] == "high" and "slow-grid-fp64" in bmm_paths.PRESETS
+
+
 def test_bmm_paths_dry_run(bmm_paths, capsys):
     bmm_paths.main(["--device", "cpu", "--shape", "0,5,7,3,TN", "--shape", "2,4,6,8", "--dtype", "float64"])
     lines = capsys.readouterr().out.splitlines()[1:]
