@@ -1,0 +1,214 @@
+// Can TMA load a float32 operand whose row stride is not a multiple of 16 bytes (an odd K, M or N), one
+// row per request, fast enough to feed the Hopper TF32 kernel instead of its producer warps' cp.async
+// copies (bmm/hopper_tf32_copies.cuh)?
+//
+// TMA wants a 16-byte-aligned base and strides. Rows r and r + 4 of a float32 matrix are 16 * ld bytes
+// apart, so the rows with one residue r = row % 4 form a matrix TMA can describe: base = the row r's start
+// rounded down to 16 bytes, its columns shifted by the `shift` elements that rounding added (never
+// requested: a request starts at column c + shift), row stride 4 * ld. Four such maps reach every row;
+// a tile is loaded one row (one 128-byte box) per request, into the rows the full-box load would fill.
+// Two questions, one run each (a GPU with sm_90a):
+//   1. Correctness: the tiles land where a [32 float][128 row] box with the 128-byte swizzle would put them,
+//      zeros past the matrix's edges (the swizzle follows the shared-memory address, so a one-row box
+//      written 128 bytes into a 1024-byte-aligned tile lands as the full box's row would).
+//   2. Rate: 128 requests per 16 KiB tile against one, streaming L2-resident tiles on every SM, in
+//      requests per SM per microsecond. Full speed in TF32 (~340 TFLOP/s, 128 x 256 tiles) needs a 16 KiB R
+//      tile every ~0.9 us per SM: ~140 row requests per SM-microsecond, ~430 with Q copied as well.
+//   nvcc -arch=sm_90a -O2 -o /tmp/tma_rows tools/probes/tma_rows.cu && /tmp/tma_rows
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+namespace {
+
+constexpr int kTileRows = 128, kTileCols = 32, kTileBytes = kTileRows * kTileCols * 4, kStages = 4;
+
+struct RowMaps {
+  CUtensorMap map[4];  // rows with row % 4 == r
+  int shift[4];        // columns the rounded-down base adds in front of row r
+};
+
+__device__ uint32_t smem(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+__device__ void bar_init(uint64_t* b) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(b))); }
+__device__ void bar_expect(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(b)), "r"(bytes) : "memory");
+}
+__device__ void bar_wait(uint64_t* b, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem(b)), "r"(parity) : "memory");
+  } while (!done);
+}
+__device__ void load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+               ::"r"(smem(dst)), "l"(map), "r"(smem(bar)), "r"(c0), "r"(c1) : "memory");
+}
+__device__ uint8_t* align_1024(uint8_t* p) {
+  return p + ((1024 - (smem(p) % 1024)) % 1024);
+}
+
+// The tile at (row0, col0) row by row: warp 0's lanes issue 4 requests each.
+__device__ void load_tile_rows(uint8_t* tile, const RowMaps& maps, uint64_t* bar, int row0, int col0) {
+  const int lane = threadIdx.x % 32;
+  for (int i = lane; i < kTileRows; i += 32) {
+    const int row = row0 + i, r = row % 4;
+    load_2d(tile + i * 128, &maps.map[r], bar, col0 + maps.shift[r], row / 4);
+  }
+}
+
+__global__ void check_rows(const __grid_constant__ RowMaps maps, const float* g, int64_t ld, int rows, int cols,
+                           int row0, int col0, unsigned* bad) {
+  extern __shared__ uint8_t raw[];
+  __shared__ uint64_t bar;
+  uint8_t* tile = align_1024(raw);
+  if (threadIdx.x == 0) {
+    bar_init(&bar);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) bar_expect(&bar, kTileBytes);
+  if (threadIdx.x < 32) load_tile_rows(tile, maps, &bar, row0, col0);
+  bar_wait(&bar, 0);
+  for (int e = threadIdx.x; e < kTileRows * kTileCols; e += blockDim.x) {
+    const int i = e / kTileCols, c = e % kTileCols, row = row0 + i, col = col0 + c;
+    const float want = row < rows && col < cols ? g[int64_t(row) * ld + col] : 0.f;
+    const float got = *reinterpret_cast<const float*>(tile + i * 128 + (((c / 4) ^ (i % 8)) * 16) + (c % 4) * 4);
+    if (got != want) atomicAdd(bad, 1u);
+  }
+}
+
+// Streams `tiles` tiles per block through a ring of kStages, up to kStages in flight; nothing computes.
+// whole_box: one [32][128] request a tile from maps.map[0] (an aligned matrix), else the tile row by row.
+__global__ void stream_tiles(const __grid_constant__ RowMaps maps, bool whole_box, int tiles, int row_tiles,
+                             int col_tiles) {
+  extern __shared__ uint8_t raw[];
+  __shared__ uint64_t full[kStages];
+  uint8_t* ring = align_1024(raw);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) bar_init(&full[s]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kStages;
+    if (t >= kStages) bar_wait(&full[s], (t / kStages - 1) % 2);
+    __syncwarp();
+    const int tile = (blockIdx.x + t * gridDim.x) % (row_tiles * col_tiles);
+    const int row0 = (tile / col_tiles) * kTileRows, col0 = (tile % col_tiles) * kTileCols;
+    if (threadIdx.x == 0) bar_expect(&full[s], kTileBytes);
+    if (whole_box) {
+      if (threadIdx.x == 0) load_2d(ring + s * kTileBytes, &maps.map[0], &full[s], col0, row0);
+    } else {
+      load_tile_rows(ring + s * kTileBytes, maps, &full[s], row0, col0);
+    }
+  }
+  for (int t = tiles - kStages; t < tiles; ++t)
+    if (t >= 0) bar_wait(&full[t % kStages], (t / kStages) % 2);
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode() {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found);
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+}
+
+CUtensorMap map_2d(const void* base, uint64_t cols, uint64_t rows, uint64_t row_bytes, uint32_t box_rows) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {kTileCols, box_rows}, unit[2] = {1, 1};
+  const CUresult r = encode()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<void*>(base), dims, strides, box, unit,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) printf("cuTensorMapEncodeTiled failed: %d\n", int(r));
+  return m;
+}
+
+// The four residue maps of a [rows][cols] float matrix with row stride ld (elements), rows >= 4.
+RowMaps row_maps(const float* g, int64_t ld, int rows, int cols) {
+  RowMaps maps{};
+  for (int r = 0; r < 4; ++r) {
+    const uintptr_t start = uintptr_t(g + int64_t(r) * ld), base = start & ~uintptr_t(15);
+    maps.shift[r] = int((start - base) / 4);
+    maps.map[r] = map_2d(reinterpret_cast<const void*>(base), uint64_t(cols + maps.shift[r]), uint64_t((rows - r + 3) / 4),
+                         uint64_t(16 * ld), 1);
+  }
+  return maps;
+}
+
+}  // namespace
+
+int main() {
+  const int rows = 2048, cols = 1000, smem_bytes = kStages * kTileBytes + 1024;
+  cudaFuncSetAttribute(check_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaFuncSetAttribute(stream_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  unsigned total_bad = 0;
+  for (const int64_t ld : {1001, 1003, 1005, 1024}) {  // odd strides, then an aligned one
+    std::vector<float> host(size_t(rows) * ld);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 9973) + 0.25f;
+    float* g = nullptr;
+    cudaMalloc(&g, (host.size() + 8) * sizeof(float));
+    float* shifted = g + 1;  // an odd base as well (4-byte aligned)
+    cudaMemcpy(shifted, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+    unsigned* bad = nullptr;
+    cudaMalloc(&bad, sizeof(unsigned));
+    const RowMaps maps = row_maps(shifted, ld, rows, cols);
+    for (const int row0 : {0, 5, 1920, 1990})
+      for (const int col0 : {0, 3, 992}) {
+        cudaMemset(bad, 0, sizeof(unsigned));
+        check_rows<<<1, 256, smem_bytes>>>(maps, shifted, ld, rows, cols, row0, col0, bad);
+        unsigned n = 0;
+        cudaMemcpy(&n, bad, sizeof(unsigned), cudaMemcpyDeviceToHost);
+        total_bad += n;
+        if (n) printf("ld %lld tile (%d, %d): %u wrong elements\n", (long long)ld, row0, col0, n);
+      }
+    cudaFree(bad);
+    cudaFree(g);
+  }
+  printf("correctness: %u wrong elements (%s)\n", total_bad, cudaGetErrorString(cudaDeviceSynchronize()));
+
+  int sms = 0, clock_khz = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+  const int tiles = 4000, big_rows = 4096, big_cols = 1024;  // 16 MiB: stays in L2
+  float *odd = nullptr, *even = nullptr;
+  cudaMalloc(&odd, size_t(big_rows) * 1027 * 4);
+  cudaMalloc(&even, size_t(big_rows) * 1024 * 4);
+  cudaMemset(odd, 0, size_t(big_rows) * 1027 * 4);
+  cudaMemset(even, 0, size_t(big_rows) * 1024 * 4);
+  RowMaps box{};
+  box.map[0] = map_2d(even, big_cols, big_rows, 1024 * 4, kTileRows);
+  struct Variant {
+    const char* name;
+    RowMaps maps;
+    bool whole_box;
+  } variants[] = {{"one [32 x 128] box a tile (ld 1024)", box, true},
+                  {"128 row requests a tile, ld 1024", row_maps(even, 1024, big_rows, big_cols), false},
+                  {"128 row requests a tile, ld 1027", row_maps(odd, 1027, big_rows, big_cols), false}};
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (const Variant& v : variants) {
+    for (int round = 0; round < 2; ++round) {  // the first warms up
+      cudaEventRecord(start);
+      stream_tiles<<<sms, 128, smem_bytes>>>(v.maps, v.whole_box, tiles, big_rows / kTileRows, big_cols / kTileCols);
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (round == 0) continue;
+      const double us = ms * 1e3, requests = double(tiles) * (v.whole_box ? 1 : kTileRows);
+      printf("%-38s %7.1f GB/s into shared memory, %6.1f tiles and %7.1f requests per SM-us (%.1f clocks a request)\n",
+             v.name, double(sms) * tiles * kTileBytes / us / 1e3, tiles / us, requests / us,
+             us * clock_khz / 1e3 / requests);
+    }
+  }
+  printf("stream: %s\n", cudaGetErrorString(cudaDeviceSynchronize()));
+  return total_bad != 0;
+}
