@@ -1,19 +1,21 @@
-// Can TMA load a float32 operand whose row stride is not a multiple of 16 bytes (an odd K, M or N), one
-// row per request, fast enough to feed the Hopper TF32 kernel instead of its producer warps' cp.async
-// copies (bmm/hopper_tf32_copies.cuh)?
+// Can TMA load an operand whose row stride is not a multiple of 16 bytes (an odd K, M or N), one row per
+// request, fast enough to feed the Hopper kernels instead of the TF32 kernel's cp.async copies
+// (bmm/hopper_tf32_copies.cuh) or the 16-bit operands' mma.sync path?
 //
-// TMA wants a 16-byte-aligned base and strides. Rows r and r + 4 of a float32 matrix are 16 * ld bytes
-// apart, so the rows with one residue r = row % 4 form a matrix TMA can describe: base = the row r's start
-// rounded down to 16 bytes, its columns shifted by the `shift` elements that rounding added (never
-// requested: a request starts at column c + shift), row stride 4 * ld. Four such maps reach every row;
-// a tile is loaded one row (one 128-byte box) per request, into the rows the full-box load would fill.
-// Two questions, one run each (a GPU with sm_90a):
-//   1. Correctness: the tiles land where a [32 float][128 row] box with the 128-byte swizzle would put them,
-//      zeros past the matrix's edges (the swizzle follows the shared-memory address, so a one-row box
-//      written 128 bytes into a 1024-byte-aligned tile lands as the full box's row would).
+// TMA wants a 16-byte-aligned base and strides. Rows r and r + R of a matrix are 16 * ld bytes apart for
+// R = 16 / element size (4 in float32, 8 in 16-bit), so the rows with one residue r = row % R form a
+// matrix TMA can describe: base = row r's start rounded down to 16 bytes, its columns shifted by the
+// `shift` elements that rounding added (never requested: a request starts at column c + shift), row
+// stride R * ld. R such maps reach every row; a tile is loaded one row (one 128-byte box) per request,
+// into the rows the full-box load would fill. Two questions, one run each (a GPU with sm_90a):
+//   1. Correctness, float32 and bf16: the tiles land where a [128 bytes][128 row] box with the 128-byte
+//      swizzle would put them, zeros past the matrix's edges (the swizzle follows the shared-memory
+//      address, so a one-row box written 128 bytes into a 1024-byte-aligned tile lands as the full box's
+//      row would), with odd strides, an odd base and boxes that start off 16 bytes.
 //   2. Rate: 128 requests per 16 KiB tile against one, streaming L2-resident tiles on every SM, in
-//      requests per SM per microsecond. Full speed in TF32 (~340 TFLOP/s, 128 x 256 tiles) needs a 16 KiB R
-//      tile every ~0.9 us per SM: ~140 row requests per SM-microsecond, ~430 with Q copied as well.
+//      requests per SM per microsecond. Full speed in TF32 (~340 TFLOP/s, 128 x 256 tiles of 32 k: 2.1
+//      MFLOP, ~0.8 us on one of 132 SMs) needs R's 16 KiB every ~0.8 us: ~160 row requests per
+//      SM-microsecond, ~470 with Q's 32 KiB loaded by rows as well.
 //   nvcc -arch=sm_90a -O2 -o /tmp/tma_rows tools/probes/tma_rows.cu && /tmp/tma_rows
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -25,11 +27,12 @@
 
 namespace {
 
-constexpr int kTileRows = 128, kTileCols = 32, kTileBytes = kTileRows * kTileCols * 4, kStages = 4;
+constexpr int kTileRows = 128, kRowBytes = 128, kTileBytes = kTileRows * kRowBytes, kStages = 4;
 
 struct RowMaps {
-  CUtensorMap map[4];  // rows with row % 4 == r
-  int shift[4];        // columns the rounded-down base adds in front of row r
+  CUtensorMap map[8];  // rows with row % residues == r
+  int shift[8];        // columns the rounded-down base adds in front of row r
+  int residues;        // 16 / element size
 };
 
 __device__ uint32_t smem(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -56,12 +59,14 @@ __device__ uint8_t* align_1024(uint8_t* p) {
 __device__ void load_tile_rows(uint8_t* tile, const RowMaps& maps, uint64_t* bar, int row0, int col0) {
   const int lane = threadIdx.x % 32;
   for (int i = lane; i < kTileRows; i += 32) {
-    const int row = row0 + i, r = row % 4;
-    load_2d(tile + i * 128, &maps.map[r], bar, col0 + maps.shift[r], row / 4);
+    const int row = row0 + i, r = row % maps.residues;
+    load_2d(tile + i * kRowBytes, &maps.map[r], bar, col0 + maps.shift[r], row / maps.residues);
   }
 }
 
-__global__ void check_rows(const __grid_constant__ RowMaps maps, const float* g, int64_t ld, int rows, int cols,
+// T: float, or uint16_t for bf16's bits (compared as bits).
+template <class T>
+__global__ void check_rows(const __grid_constant__ RowMaps maps, const T* g, int64_t ld, int rows, int cols,
                            int row0, int col0, unsigned* bad) {
   extern __shared__ uint8_t raw[];
   __shared__ uint64_t bar;
@@ -74,11 +79,12 @@ __global__ void check_rows(const __grid_constant__ RowMaps maps, const float* g,
   if (threadIdx.x == 0) bar_expect(&bar, kTileBytes);
   if (threadIdx.x < 32) load_tile_rows(tile, maps, &bar, row0, col0);
   bar_wait(&bar, 0);
-  for (int e = threadIdx.x; e < kTileRows * kTileCols; e += blockDim.x) {
-    const int i = e / kTileCols, c = e % kTileCols, row = row0 + i, col = col0 + c;
-    const float want = row < rows && col < cols ? g[int64_t(row) * ld + col] : 0.f;
-    const float got = *reinterpret_cast<const float*>(tile + i * 128 + (((c / 4) ^ (i % 8)) * 16) + (c % 4) * 4);
-    if (got != want) atomicAdd(bad, 1u);
+  constexpr int kCols = kRowBytes / sizeof(T), kPerChunk = 16 / sizeof(T);
+  for (int e = threadIdx.x; e < kTileRows * kCols; e += blockDim.x) {
+    const int i = e / kCols, c = e % kCols, row = row0 + i, col = col0 + c;
+    const T want = row < rows && col < cols ? g[int64_t(row) * ld + col] : T(0);
+    const int at = i * kRowBytes + (((c / kPerChunk) ^ (i % 8)) * 16) + (c % kPerChunk) * int(sizeof(T));
+    if (*reinterpret_cast<const T*>(tile + at) != want) atomicAdd(bad, 1u);
   }
 }
 
@@ -100,7 +106,7 @@ __global__ void stream_tiles(const __grid_constant__ RowMaps maps, bool whole_bo
     if (t >= kStages) bar_wait(&full[s], (t / kStages - 1) % 2);
     __syncwarp();
     const int tile = (blockIdx.x + t * gridDim.x) % (row_tiles * col_tiles);
-    const int row0 = (tile / col_tiles) * kTileRows, col0 = (tile % col_tiles) * kTileCols;
+    const int row0 = (tile / col_tiles) * kTileRows, col0 = (tile % col_tiles) * (kRowBytes / 4);
     if (threadIdx.x == 0) bar_expect(&full[s], kTileBytes);
     if (whole_box) {
       if (threadIdx.x == 0) load_2d(ring + s * kTileBytes, &maps.map[0], &full[s], col0, row0);
@@ -119,57 +125,73 @@ PFN_cuTensorMapEncodeTiled_v12000 encode() {
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
 }
 
-CUtensorMap map_2d(const void* base, uint64_t cols, uint64_t rows, uint64_t row_bytes, uint32_t box_rows) {
+CUtensorMap map_2d(const void* base, int element_bytes, uint64_t cols, uint64_t rows, uint64_t row_bytes,
+                   uint32_t box_rows) {
   CUtensorMap m{};
   const cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {kTileCols, box_rows}, unit[2] = {1, 1};
-  const CUresult r = encode()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<void*>(base), dims, strides, box, unit,
+  const cuuint32_t box[2] = {cuuint32_t(kRowBytes / element_bytes), box_rows}, unit[2] = {1, 1};
+  const CUtensorMapDataType type = element_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUresult r = encode()(&m, type, 2, const_cast<void*>(base), dims, strides, box, unit,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) printf("cuTensorMapEncodeTiled failed: %d\n", int(r));
   return m;
 }
 
-// The four residue maps of a [rows][cols] float matrix with row stride ld (elements), rows >= 4.
-RowMaps row_maps(const float* g, int64_t ld, int rows, int cols) {
+// The residue maps of a [rows][cols] matrix of T with row stride ld (elements), rows >= 16 / sizeof(T).
+template <class T>
+RowMaps row_maps(const T* g, int64_t ld, int rows, int cols) {
   RowMaps maps{};
-  for (int r = 0; r < 4; ++r) {
+  maps.residues = 16 / int(sizeof(T));
+  for (int r = 0; r < maps.residues; ++r) {
     const uintptr_t start = uintptr_t(g + int64_t(r) * ld), base = start & ~uintptr_t(15);
-    maps.shift[r] = int((start - base) / 4);
-    maps.map[r] = map_2d(reinterpret_cast<const void*>(base), uint64_t(cols + maps.shift[r]), uint64_t((rows - r + 3) / 4),
-                         uint64_t(16 * ld), 1);
+    maps.shift[r] = int((start - base) / sizeof(T));
+    maps.map[r] = map_2d(reinterpret_cast<const void*>(base), int(sizeof(T)), uint64_t(cols + maps.shift[r]),
+                         uint64_t((rows - r + maps.residues - 1) / maps.residues), uint64_t(16 * ld), 1);
   }
   return maps;
+}
+
+// Tiles at the corners and edges of a [rows][cols] matrix of T with row stride ld at an odd base, against
+// the matrix; returns the wrong elements.
+template <class T>
+unsigned check_matrix(int64_t ld, int rows, int cols, int smem_bytes) {
+  std::vector<T> host(size_t(rows) * ld);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = T(i % 9973 + 1);
+  T* g = nullptr;
+  cudaMalloc(&g, (host.size() + 16) * sizeof(T));
+  T* shifted = g + 1;  // an odd base as well (element-aligned)
+  cudaMemcpy(shifted, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  unsigned* bad = nullptr;
+  cudaMalloc(&bad, sizeof(unsigned));
+  const RowMaps maps = row_maps(shifted, ld, rows, cols);
+  const int tile_cols = kRowBytes / int(sizeof(T));
+  unsigned total = 0;
+  for (const int row0 : {0, 5, rows - kTileRows, rows - 58})
+    for (const int col0 : {0, 3, cols - tile_cols + 8}) {
+      cudaMemset(bad, 0, sizeof(unsigned));
+      check_rows<T><<<1, 256, smem_bytes>>>(maps, shifted, ld, rows, cols, row0, col0, bad);
+      unsigned n = 0;
+      cudaMemcpy(&n, bad, sizeof(unsigned), cudaMemcpyDeviceToHost);
+      total += n;
+      if (n) printf("%d-byte elements, ld %lld, tile (%d, %d): %u wrong\n", int(sizeof(T)), (long long)ld, row0, col0, n);
+    }
+  cudaFree(bad);
+  cudaFree(g);
+  return total;
 }
 
 }  // namespace
 
 int main() {
   const int rows = 2048, cols = 1000, smem_bytes = kStages * kTileBytes + 1024;
-  cudaFuncSetAttribute(check_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaFuncSetAttribute(check_rows<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaFuncSetAttribute(check_rows<uint16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   cudaFuncSetAttribute(stream_tiles, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   unsigned total_bad = 0;
   for (const int64_t ld : {1001, 1003, 1005, 1024}) {  // odd strides, then an aligned one
-    std::vector<float> host(size_t(rows) * ld);
-    for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 9973) + 0.25f;
-    float* g = nullptr;
-    cudaMalloc(&g, (host.size() + 8) * sizeof(float));
-    float* shifted = g + 1;  // an odd base as well (4-byte aligned)
-    cudaMemcpy(shifted, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
-    unsigned* bad = nullptr;
-    cudaMalloc(&bad, sizeof(unsigned));
-    const RowMaps maps = row_maps(shifted, ld, rows, cols);
-    for (const int row0 : {0, 5, 1920, 1990})
-      for (const int col0 : {0, 3, 992}) {
-        cudaMemset(bad, 0, sizeof(unsigned));
-        check_rows<<<1, 256, smem_bytes>>>(maps, shifted, ld, rows, cols, row0, col0, bad);
-        unsigned n = 0;
-        cudaMemcpy(&n, bad, sizeof(unsigned), cudaMemcpyDeviceToHost);
-        total_bad += n;
-        if (n) printf("ld %lld tile (%d, %d): %u wrong elements\n", (long long)ld, row0, col0, n);
-      }
-    cudaFree(bad);
-    cudaFree(g);
+    total_bad += check_matrix<float>(ld, rows, cols, smem_bytes);
+    total_bad += check_matrix<uint16_t>(ld, rows, cols, smem_bytes);  // bf16's bits
   }
   printf("correctness: %u wrong elements (%s)\n", total_bad, cudaGetErrorString(cudaDeviceSynchronize()));
 
@@ -183,21 +205,22 @@ int main() {
   cudaMemset(odd, 0, size_t(big_rows) * 1027 * 4);
   cudaMemset(even, 0, size_t(big_rows) * 1024 * 4);
   RowMaps box{};
-  box.map[0] = map_2d(even, big_cols, big_rows, 1024 * 4, kTileRows);
+  box.map[0] = map_2d(even, 4, big_cols, big_rows, 1024 * 4, kTileRows);
+  box.residues = 1;
   struct Variant {
     const char* name;
     RowMaps maps;
     bool whole_box;
   } variants[] = {{"one [32 x 128] box a tile (ld 1024)", box, true},
-                  {"128 row requests a tile, ld 1024", row_maps(even, 1024, big_rows, big_cols), false},
-                  {"128 row requests a tile, ld 1027", row_maps(odd, 1027, big_rows, big_cols), false}};
+                  {"128 row requests a tile, ld 1024", row_maps<float>(even, 1024, big_rows, big_cols), false},
+                  {"128 row requests a tile, ld 1027", row_maps<float>(odd, 1027, big_rows, big_cols), false}};
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (const Variant& v : variants) {
     for (int round = 0; round < 2; ++round) {  // the first warms up
       cudaEventRecord(start);
-      stream_tiles<<<sms, 128, smem_bytes>>>(v.maps, v.whole_box, tiles, big_rows / kTileRows, big_cols / kTileCols);
+      stream_tiles<<<sms, 128, smem_bytes>>>(v.maps, v.whole_box, tiles, big_rows / kTileRows, big_cols / (kRowBytes / 4));
       cudaEventRecord(stop);
       cudaEventSynchronize(stop);
       float ms = 0;
