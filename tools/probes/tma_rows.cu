@@ -16,7 +16,8 @@
 //      requests per SM per microsecond. Full speed in TF32 (~340 TFLOP/s, 128 x 256 tiles of 32 k: 2.1
 //      MFLOP, ~0.8 us on one of 132 SMs) needs R's 16 KiB every ~0.8 us: ~160 row requests per
 //      SM-microsecond, ~470 with Q's 32 KiB loaded by rows as well.
-//   nvcc -arch=sm_90a -O2 -o /tmp/tma_rows tools/probes/tma_rows.cu && /tmp/tma_rows
+// Barriers and TMA loads through the kernels' own wrappers (bmm/sm90_ptx.cuh).
+//   nvcc -arch=sm_90a -O2 -I csrc -o /tmp/tma_rows tools/probes/tma_rows.cu && /tmp/tma_rows
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -25,7 +26,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda/bmm/sm90_ptx.cuh"
+
 namespace {
+
+using namespace tiles::cuda::hopper;
 
 constexpr int kTileRows = 128, kRowBytes = 128, kTileBytes = kTileRows * kRowBytes, kStages = 4;
 
@@ -35,24 +40,8 @@ struct RowMaps {
   int residues;        // 16 / element size
 };
 
-__device__ uint32_t smem(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ void bar_init(uint64_t* b) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(b))); }
-__device__ void bar_expect(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(b)), "r"(bytes) : "memory");
-}
-__device__ void bar_wait(uint64_t* b, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(smem(b)), "r"(parity) : "memory");
-  } while (!done);
-}
-__device__ void load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
-               ::"r"(smem(dst)), "l"(map), "r"(smem(bar)), "r"(c0), "r"(c1) : "memory");
-}
 __device__ uint8_t* align_1024(uint8_t* p) {
-  return p + ((1024 - (smem(p) % 1024)) % 1024);
+  return p + ((1024 - (smem_addr(p) % 1024)) % 1024);
 }
 
 // The tile at (row0, col0) row by row: warp 0's lanes issue 4 requests each.
@@ -60,7 +49,7 @@ __device__ void load_tile_rows(uint8_t* tile, const RowMaps& maps, uint64_t* bar
   const int lane = threadIdx.x % 32;
   for (int i = lane; i < kTileRows; i += 32) {
     const int row = row0 + i, r = row % maps.residues;
-    load_2d(tile + i * kRowBytes, &maps.map[r], bar, col0 + maps.shift[r], row / maps.residues);
+    tma_load_3d(tile + i * kRowBytes, &maps.map[r], bar, col0 + maps.shift[r], row / maps.residues, 0);
   }
 }
 
@@ -72,13 +61,13 @@ __global__ void check_rows(const __grid_constant__ RowMaps maps, const T* g, int
   __shared__ uint64_t bar;
   uint8_t* tile = align_1024(raw);
   if (threadIdx.x == 0) {
-    bar_init(&bar);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbarrier_init(&bar, 1);
+    mbarrier_init_fence();
   }
   __syncthreads();
-  if (threadIdx.x == 0) bar_expect(&bar, kTileBytes);
+  if (threadIdx.x == 0) mbarrier_arrive_expect_tx(&bar, kTileBytes);
   if (threadIdx.x < 32) load_tile_rows(tile, maps, &bar, row0, col0);
-  bar_wait(&bar, 0);
+  mbarrier_wait(&bar, 0);
   constexpr int kCols = kRowBytes / sizeof(T), kPerChunk = 16 / sizeof(T);
   for (int e = threadIdx.x; e < kTileRows * kCols; e += blockDim.x) {
     const int i = e / kCols, c = e % kCols, row = row0 + i, col = col0 + c;
@@ -96,26 +85,26 @@ __global__ void stream_tiles(const __grid_constant__ RowMaps maps, bool whole_bo
   __shared__ uint64_t full[kStages];
   uint8_t* ring = align_1024(raw);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) bar_init(&full[s]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < kStages; ++s) mbarrier_init(&full[s], 1);
+    mbarrier_init_fence();
   }
   __syncthreads();
   if (threadIdx.x >= 32) return;
   for (int t = 0; t < tiles; ++t) {
     const int s = t % kStages;
-    if (t >= kStages) bar_wait(&full[s], (t / kStages - 1) % 2);
+    if (t >= kStages) mbarrier_wait(&full[s], (t / kStages - 1) % 2);
     __syncwarp();
     const int tile = (blockIdx.x + t * gridDim.x) % (row_tiles * col_tiles);
     const int row0 = (tile / col_tiles) * kTileRows, col0 = (tile % col_tiles) * (kRowBytes / 4);
-    if (threadIdx.x == 0) bar_expect(&full[s], kTileBytes);
+    if (threadIdx.x == 0) mbarrier_arrive_expect_tx(&full[s], kTileBytes);
     if (whole_box) {
-      if (threadIdx.x == 0) load_2d(ring + s * kTileBytes, &maps.map[0], &full[s], col0, row0);
+      if (threadIdx.x == 0) tma_load_3d(ring + s * kTileBytes, &maps.map[0], &full[s], col0, row0, 0);
     } else {
       load_tile_rows(ring + s * kTileBytes, maps, &full[s], row0, col0);
     }
   }
   for (int t = tiles - kStages; t < tiles; ++t)
-    if (t >= 0) bar_wait(&full[t % kStages], (t / kStages) % 2);
+    if (t >= 0) mbarrier_wait(&full[t % kStages], (t / kStages) % 2);
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 encode() {
@@ -125,13 +114,14 @@ PFN_cuTensorMapEncodeTiled_v12000 encode() {
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
 }
 
+// A [1][rows][cols] map (3-D, as the kernels' maps are) with row stride row_bytes and boxes of box_rows rows.
 CUtensorMap map_2d(const void* base, int element_bytes, uint64_t cols, uint64_t rows, uint64_t row_bytes,
                    uint32_t box_rows) {
   CUtensorMap m{};
-  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {cuuint32_t(kRowBytes / element_bytes), box_rows}, unit[2] = {1, 1};
+  const cuuint64_t dims[3] = {cols, rows, 1}, strides[2] = {row_bytes, row_bytes * rows};
+  const cuuint32_t box[3] = {cuuint32_t(kRowBytes / element_bytes), box_rows, 1}, unit[3] = {1, 1, 1};
   const CUtensorMapDataType type = element_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = encode()(&m, type, 2, const_cast<void*>(base), dims, strides, box, unit,
+  const CUresult r = encode()(&m, type, 3, const_cast<void*>(base), dims, strides, box, unit,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) printf("cuTensorMapEncodeTiled failed: %d\n", int(r));
