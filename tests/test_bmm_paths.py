@@ -13,9 +13,10 @@ output spans 128 rows and columns, under "highest" only where b's tiles are tran
 the mma.sync kernel (DMMA) on sm_80 and newer, and so do 16-bit operands whose strides or base are not
 16-byte aligned, and float32 ones that the Hopper kernel does not take (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies
 divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
-the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can. Few
-output tiles over a long K, float32 products of at most 2^24 multiply-adds under the "highest"
-precision, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
+the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can (or, for
+a K of 9 to 16 over few outputs, the mma.sync kernel). Few output tiles over a long K, float32 products
+of at most 2^24 multiply-adds under the "highest" precision, TF32 ones the mma.sync kernel would copy
+narrower than 16 bytes, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
 runs one named path, so each is tested on every dtype it can take (the mma.sync kernel on bf16 / fp16
 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
@@ -83,19 +84,70 @@ SMALL_FLOAT32 = "general: small float32 product at full precision"
 THIN_K, THIN_COLUMNS, WIDER_THIN_COLUMNS, WIDER_THIN_MIN_K = 16, 4, 8, 64
 
 
+# A short K of SHORT_K_MMA_MIN_K to THIN_K over fewer than SHORT_K_MMA_OUTPUTS outputs takes the mma.sync
+# kernel instead of the thin one where it can (bmm/bmm.cu short_k_on_tensor_cores).
+SHORT_K_MMA_MIN_K, SHORT_K_MMA_OUTPUTS = 9, 2 ** 20
+# Under TF32, products of at most SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
+# narrower than 16 bytes take the general kernel (bmm/bmm.cu small_tf32_on_narrow_copies).
+SMALL_TF32_MACS = 2 ** 24
+SMALL_TF32 = "general: small TF32 product on unaligned operands"
+
+
+def batch_of(a, b):
+    return max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+
+
+def mma_copy_width(a, b):
+    """The mma kernel's copy width for these operands (bmm/operand_layout.h, bmm/mma.cu copy_width): the
+    largest of 16, 8, 4, 2, 1 bytes dividing each operand's base, leading stride and batch stride, or None
+    where an operand has no unit-stride matrix dim."""
+    def alignment(x, rows_dim, k_dim):
+        rows, k = x.shape[rows_dim], x.shape[k_dim]
+        if x.stride(k_dim) == 1 or k == 1:
+            ld = 0 if rows == 1 else x.stride(rows_dim)
+        elif x.stride(rows_dim) == 1 or rows == 1:
+            ld = 0 if k == 1 else x.stride(k_dim)
+        else:
+            return None
+        batch_stride = x.stride(0) if x.dim() == 3 and x.shape[0] != 1 else 0
+        width = 16
+        for v in (x.data_ptr(), ld * x.element_size(), batch_stride * x.element_size()):
+            while v % width:
+                width //= 2
+        return width
+    widths = alignment(a, -2, -1), alignment(b, -1, -2)
+    return None if None in widths else min(widths)
+
+
+def short_k_on_mma(a, b):
+    """Whether bmm sends this short-K product to the mma kernel rather than the thin one."""
+    m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
+    width = mma_copy_width(a, b)
+    return (SHORT_K_MMA_MIN_K <= k <= THIN_K and batch_of(a, b) * m * n < SHORT_K_MMA_OUTPUTS
+            and width is not None and (a.dtype != torch.float64 or width >= 8))
+
+
 def thin_path(a, b):
-    """The thin kernel's path name for these operands' sizes, or None when they are not thin."""
+    """The thin kernel's path name for these operands' sizes, or None when bmm does not take it for them."""
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     few = min(m, n) <= (WIDER_THIN_COLUMNS if k >= WIDER_THIN_MIN_K else THIN_COLUMNS)
+    if short_k_on_mma(a, b):
+        return None
     return "thin short-k" if k <= THIN_K else "thin few-columns" if few else None
 
 
 def small_float32(a, b):
-    """Whether bmm sends these float32 operands to the general kernel for their size (at this precision)."""
-    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-    outputs, k = batch * a.shape[-2] * b.shape[-1], a.shape[-1]
-    return (a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
-            and (outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS))
+    """The general kernel's path name where bmm sends these float32 operands there for their size (at this
+    precision) and they are not thin, else None."""
+    if a.dtype != torch.float32 or thin_path(a, b) or short_k_on_mma(a, b):
+        return None
+    outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
+    if torch.get_float32_matmul_precision() == "highest":
+        small = outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS
+        return SMALL_FLOAT32 if small else None
+    width = mma_copy_width(a, b)
+    small = outputs * k <= SMALL_TF32_MACS and width is not None and width < 16 and k > 0
+    return SMALL_TF32 if small else None
 
 
 def poisoned_bmm(a, b):
@@ -367,7 +419,7 @@ def test_other_layouts_wide_dtypes(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
     expected = expected_fallback_path(dtype, case)
-    assert path.startswith(SMALL_FLOAT32 if small_float32(a, b) else expected), path
+    assert path.startswith(small_float32(a, b) or expected), path
     assert_bmm_close(poisoned_bmm(a, b), a, b)
     if expected.startswith("mma-sync"):  # the kernel bmm would take for a larger product
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
@@ -412,7 +464,7 @@ def mma_operand(layout, batch, rows, cols, dtype):
 def check_mma_kind(kind, a, b, paths=None):
     """Runs the mma kernel on a and b under the kind's float32 matmul precision and checks it against
     float64; with `paths`, the path bmm itself takes for them must be one of those (or, for a small
-    float32 product under "highest", the general kernel)."""
+    float32 product, the general kernel: small_float32)."""
     dtype, precision = kind
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
@@ -423,7 +475,7 @@ def check_mma_kind(kind, a, b, paths=None):
     finally:
         torch.set_float32_matmul_precision(old)
     thin = thin_path(a, b)
-    assert paths is None or (path == thin if thin else path == SMALL_FLOAT32 if small else path in paths), path
+    assert paths is None or (path == thin if thin else path == small if small else path in paths), path
     assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
 
 
@@ -453,7 +505,8 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
     big_a, big_b = make_tensor((7, 520, 264), dtype, "cuda"), make_tensor((7, 264, 1032), dtype, "cuda")
     for a, b in [(a2, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2), (big_a, big_b)]:
         path = torch.ops.tiles._bmm_path(a, b)
-        assert path == SMALL_FLOAT32 if small_float32(a, b) else path.startswith(("mma-sync", "hopper-wgmma")), path
+        small = small_float32(a, b)
+        assert path == small if small else path.startswith(("mma-sync", "hopper-wgmma")), path
         assert_bmm_close(poisoned_bmm(a, b), a, b)
         assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
 
@@ -766,7 +819,7 @@ def test_hopper_float32_split_k_tile(layouts):
 
 def float32_path(a, b, tensor_cores):
     """The path bmm takes for float32 operands: thin, else small, else `tensor_cores`."""
-    return thin_path(a, b) or (SMALL_FLOAT32 if small_float32(a, b) else tensor_cores)
+    return thin_path(a, b) or small_float32(a, b) or tensor_cores
 
 
 @requires_cuda
@@ -1012,6 +1065,51 @@ def test_small_float32_products_take_the_general_kernel():
     # (many_outputs: 32 tiles, too many for the few-tiles split-K on any GPU, unlike few_outputs on an A100)
     assert torch.ops.tiles._bmm_path(*many_outputs).startswith(("hopper-wgmma tf32", "mma-sync tf32"))
 
+
+@requires_cuda
+def test_small_tf32_products_on_unaligned_operands_take_the_general_kernel():
+    # Under TF32, products of up to SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
+    # narrower than 16 bytes (rows of 13 or 23 floats) run on the general kernel; aligned ones, and larger
+    # ones, on the tensor cores.
+    mma_expected()
+    f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        small = (f32(2, 408, 55), f32(2, 55, 13))  # b's rows 52 bytes apart: 4-byte copies
+        at_limit = (f32(1, 512, 32), f32(1, 32, 1024)[:, :, 1:])  # 2^24 - 2^14 multiply-adds, an odd base
+        larger = (f32(8, 47, 74), f32(8, 74, 1254))  # 2^25 multiply-adds, 8-byte copies
+        aligned = (f32(2, 408, 56), f32(2, 56, 16))
+        for general in (small, at_limit):
+            assert mma_copy_width(*general) < 16 and torch.ops.tiles._bmm_path(*general) == SMALL_TF32
+        assert torch.ops.tiles._bmm_path(*larger).startswith("mma-sync tf32 unaligned")
+        assert torch.ops.tiles._bmm_path(*aligned).startswith(("hopper-wgmma tf32", "mma-sync tf32")), \
+            torch.ops.tiles._bmm_path(*aligned)
+        for (a, b), expected in ((small, SMALL_TF32), (at_limit, SMALL_TF32), (larger, None), (aligned, None)):
+            assert small_float32(a, b) == expected
+            assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(torch.float32, "high")][1])
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_short_k_over_few_outputs_takes_the_mma_kernel(dtype):
+    # A K of 9 to 16 over fewer than SHORT_K_MMA_OUTPUTS outputs runs on the mma kernel where it can take
+    # the operands; K <= 8, more outputs, or operands without a unit-stride dim stay on the thin kernel.
+    mma_expected()
+    t = lambda *shape, kind="contiguous": make_tensor(shape, dtype, "cuda", kind)  # noqa: E731
+    # b's rows of 5 elements are never 16-byte aligned, so the Hopper 16-bit kernel cannot take bf16 here
+    few = (t(5, 2565, 16), t(5, 16, 5))
+    short = (t(5, 2565, 8), t(5, 8, 5))
+    many = (t(1, 1500, 12), t(1, 12, 701))  # 1051500 outputs
+    sliced = (t(5, 2565, 16, kind="sliced"), t(5, 16, 5))
+    assert short_k_on_mma(*few) and torch.ops.tiles._bmm_path(*few).startswith("mma-sync")
+    for thin in (short, many, sliced):
+        assert not short_k_on_mma(*thin) and torch.ops.tiles._bmm_path(*thin) == "thin short-k"
+    for a, b in (few, short, many, sliced):
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+
 # ---- the thin kernels ------------------------------------------------------------------------------
 # (batch, M, N, K): short K (1, at the limit, 0, output rows that take whole-vector stores: N a
 # multiple of the columns per thread, outputs narrower than a warp's columns: a warp spans rows); few columns
@@ -1044,7 +1142,8 @@ def test_thin_path(dtype, shape, layouts):
     a = thin_operand(layouts[0], batch, m, k, dtype)
     b = thin_operand(layouts[1], batch, k, n, dtype)
     path = torch.ops.tiles._bmm_path(a, b)
-    assert path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER)), path
+    assert (path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER))
+            or (short_k_on_mma(a, b) and path.startswith("mma-sync"))), path
     assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 

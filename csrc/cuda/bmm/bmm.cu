@@ -28,23 +28,47 @@ bool small_full_precision_float(const BmmProblem& p) {
   return outputs * p.k <= kMaxMultiplyAdds || outputs < kMaxOutputs;
 }
 
+// Whether the mma.sync kernel beats the short-K kernel: K of 9 to 16 (where the short-K kernel's threads
+// hold two columns of b each, not four) over fewer than 2^20 outputs. Measured in every precision with
+// `bmm_paths.py --preset slow-grid-<prec>` (H100, NOTES.md "Thin products"): 5 x 2565 x 5 x 16 and
+// 2 x 1905 x 10 x 16 run 7-8 us on the mma kernel against 8-11 on the short-K one; larger outputs keep it.
+bool short_k_on_tensor_cores(const BmmProblem& p) {
+  constexpr int64_t kMinK = 9, kMaxOutputs = int64_t(1) << 20;
+  return thin::short_k(p) && p.k >= kMinK && p.batch * p.m * p.n < kMaxOutputs;
+}
+
+// Whether a TF32 product runs faster on the general kernel's FMAs than on the mma.sync kernel's copies
+// narrower than 16 bytes (operands TMA cannot address; the Hopper kernel copies them only for large
+// products, hopper_tf32::prefers): with little work, the copies' fixed cost per k-step of a tile dominates.
+// Measured with `bmm_paths.py --preset slow-grid-tf32` (H100, NOTES.md "General kernel and small float32
+// products"): 1 x 474 x 138 x 202 22 -> 16 us, 2 x 408 x 13 x 55 10.8 -> 7.0, 8 x 25 x 23 x 75 12.5 -> 8.5;
+// from 8 x 47 x 1254 x 74 (2^25 multiply-adds) up the mma kernel stays ahead.
+bool small_tf32_on_narrow_copies(const BmmProblem& p) {
+  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24;
+  if (p.out.scalar_type() != at::kFloat || !float32_as_tf32()) return false;
+  return p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds && mma::copy_bytes(p) < 16;
+}
+
 }  // namespace
 
 Path choose_path(const BmmProblem& p, const char** why) {
   // The Hopper 16-bit kernel streams a short K's output, and reads a few-column product's large operand,
   // at the memory's speed; every other kernel pads a thin product's tiles (bmm/thin.cu).
   if (hopper::can_run(p)) return Path::hopper;
-  if (thin::suits(p)) return Path::thin;
+  if (thin::suits(p)) return short_k_on_tensor_cores(p) && mma::can_run(p) ? Path::mma : Path::thin;
   if (small_full_precision_float(p)) {
     if (why) *why = "small float32 product at full precision";
     return Path::general;
   }
   if (hopper_tf32::can_run(p) && hopper_tf32::prefers(p)) return Path::hopper_tf32;
-  if (mma::can_run(p, why)) {
-    // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
-    if (!few_tiles_long_k(p) || p.out.scalar_type() == at::kDouble) return Path::mma;
-    if (why) *why = "few output tiles over a long K (split-K)";
+  if (!mma::can_run(p, why)) return Path::general;
+  if (small_tf32_on_narrow_copies(p)) {
+    if (why) *why = "small TF32 product on unaligned operands";
+    return Path::general;
   }
+  // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
+  if (!few_tiles_long_k(p) || p.out.scalar_type() == at::kDouble) return Path::mma;
+  if (why) *why = "few output tiles over a long K (split-K)";
   return Path::general;
 }
 
