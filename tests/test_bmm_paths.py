@@ -21,6 +21,8 @@ runs one named path, so each is tested on every dtype it can take (the mma.sync 
 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
+import functools
+
 import pytest
 import torch
 
@@ -45,14 +47,20 @@ def hopper_expected():
     return True
 
 
+@functools.lru_cache(maxsize=None)
+def mma_unavailable():
+    """Why this GPU and build cannot run the mma.sync kernel, or None where they can."""
+    if torch.cuda.get_device_capability()[0] < 8:
+        return "the mma.sync path needs an sm_80 or newer GPU"
+    probe = torch.ones(64, 64, dtype=torch.float64, device="cuda")  # not thin: bmm's path is mma's or why not
+    path = torch.ops.tiles._bmm_path(probe, probe)
+    return f"this build has no sm_80 code ({path})" if "without sm_80" in path else None
+
+
 def mma_expected():
     """Whether this GPU and build can run the mma.sync kernel; skips (with why) where it cannot."""
-    if torch.cuda.get_device_capability()[0] < 8:
-        pytest.skip("the mma.sync path needs an sm_80 or newer GPU")
-    probe = torch.ones(8, 8, dtype=torch.float64, device="cuda")
-    path = torch.ops.tiles._bmm_path(probe, probe)
-    if "without sm_80" in path:
-        pytest.skip(f"this build has no sm_80 code ({path})")
+    if mma_unavailable():
+        pytest.skip(mma_unavailable())
     return True
 
 
@@ -94,7 +102,9 @@ SMALL_TF32 = "general: small TF32 product on unaligned operands"
 
 
 def batch_of(a, b):
-    return max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    """bmm's batch (binding/problems.cpp): a batch of 1 broadcasts, also against 0."""
+    batch_a, batch_b = (a.shape[0] if a.dim() == 3 else 1), (b.shape[0] if b.dim() == 3 else 1)
+    return batch_b if batch_a == 1 else batch_a
 
 
 def mma_copy_width(a, b):
@@ -124,7 +134,7 @@ def short_k_on_mma(a, b):
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     width = mma_copy_width(a, b)
     return (SHORT_K_MMA_MIN_K <= k <= THIN_K and batch_of(a, b) * m * n < SHORT_K_MMA_OUTPUTS
-            and width is not None and (a.dtype != torch.float64 or width >= 8))
+            and width is not None and (a.dtype != torch.float64 or width >= 8) and not mma_unavailable())
 
 
 def thin_path(a, b):
@@ -146,7 +156,7 @@ def small_float32(a, b):
         small = outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS
         return SMALL_FLOAT32 if small else None
     width = mma_copy_width(a, b)
-    small = outputs * k <= SMALL_TF32_MACS and width is not None and width < 16 and k > 0
+    small = outputs * k <= SMALL_TF32_MACS and width is not None and width < 16 and k > 0 and not mma_unavailable()
     return SMALL_TF32 if small else None
 
 
@@ -818,7 +828,9 @@ def test_hopper_float32_split_k_tile(layouts):
 
 
 def float32_path(a, b, tensor_cores):
-    """The path bmm takes for float32 operands: thin, else small, else `tensor_cores`."""
+    """The path bmm takes for float32 operands: thin, else small, else `tensor_cores` (not for the short-K
+    products bmm sends to the mma kernel: its callers' K are over 16)."""
+    assert not short_k_on_mma(a, b)
     return thin_path(a, b) or small_float32(a, b) or tensor_cores
 
 
@@ -1069,7 +1081,7 @@ def test_small_float32_products_take_the_general_kernel():
 @requires_cuda
 def test_small_tf32_products_on_unaligned_operands_take_the_general_kernel():
     # Under TF32, products of up to SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
-    # narrower than 16 bytes (rows of 13 or 23 floats) run on the general kernel; aligned ones, and larger
+    # narrower than 16 bytes (rows of 13 floats, a base 4 bytes in) run on the general kernel; aligned ones, and larger
     # ones, on the tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
@@ -1077,15 +1089,19 @@ def test_small_tf32_products_on_unaligned_operands_take_the_general_kernel():
     torch.set_float32_matmul_precision("high")
     try:
         small = (f32(2, 408, 55), f32(2, 55, 13))  # b's rows 52 bytes apart: 4-byte copies
-        at_limit = (f32(1, 512, 32), f32(1, 32, 1024)[:, :, 1:])  # 2^24 - 2^14 multiply-adds, an odd base
+        at_limit = (f32(1, 512, 32), f32(1, 32, 1025)[:, :, 1:])  # 2^24 multiply-adds, b's base 4 bytes in
+        over = (f32(1, 512, 32), f32(1, 32, 1026)[:, :, 1:])  # one column more
         larger = (f32(8, 47, 74), f32(8, 74, 1254))  # 2^25 multiply-adds, 8-byte copies
         aligned = (f32(2, 408, 56), f32(2, 56, 16))
         for general in (small, at_limit):
             assert mma_copy_width(*general) < 16 and torch.ops.tiles._bmm_path(*general) == SMALL_TF32
-        assert torch.ops.tiles._bmm_path(*larger).startswith("mma-sync tf32 unaligned")
+        assert 512 * 1024 * 32 == SMALL_TF32_MACS
+        for tensor_cores in (over, larger):
+            assert torch.ops.tiles._bmm_path(*tensor_cores).startswith("mma-sync tf32 unaligned")
         assert torch.ops.tiles._bmm_path(*aligned).startswith(("hopper-wgmma tf32", "mma-sync tf32")), \
             torch.ops.tiles._bmm_path(*aligned)
-        for (a, b), expected in ((small, SMALL_TF32), (at_limit, SMALL_TF32), (larger, None), (aligned, None)):
+        for (a, b), expected in ((small, SMALL_TF32), (at_limit, SMALL_TF32), (over, None), (larger, None),
+                                 (aligned, None)):
             assert small_float32(a, b) == expected
             assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(torch.float32, "high")][1])
     finally:
@@ -1101,13 +1117,15 @@ def test_short_k_over_few_outputs_takes_the_mma_kernel(dtype):
     t = lambda *shape, kind="contiguous": make_tensor(shape, dtype, "cuda", kind)  # noqa: E731
     # b's rows of 5 elements are never 16-byte aligned, so the Hopper 16-bit kernel cannot take bf16 here
     few = (t(5, 2565, 16), t(5, 16, 5))
+    k9 = (t(1, 1023, 9), t(1, 9, 1025))  # 1048575 outputs: one under the limit
     short = (t(5, 2565, 8), t(5, 8, 5))
-    many = (t(1, 1500, 12), t(1, 12, 701))  # 1051500 outputs
+    many = (t(1, 1024, 9), t(1, 9, 1024))  # 2^20 outputs
     sliced = (t(5, 2565, 16, kind="sliced"), t(5, 16, 5))
-    assert short_k_on_mma(*few) and torch.ops.tiles._bmm_path(*few).startswith("mma-sync")
+    for mma in (few, k9):
+        assert short_k_on_mma(*mma) and torch.ops.tiles._bmm_path(*mma).startswith("mma-sync")
     for thin in (short, many, sliced):
         assert not short_k_on_mma(*thin) and torch.ops.tiles._bmm_path(*thin) == "thin short-k"
-    for a, b in (few, short, many, sliced):
+    for a, b in (few, k9, short, many, sliced):
         assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 # ---- the thin kernels ------------------------------------------------------------------------------
