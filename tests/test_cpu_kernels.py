@@ -181,8 +181,9 @@ def test_bmm_block_edges_and_layouts(dtype, mnk, layout):
     assert_bmm_close(T.bmm(a, b), a, b)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=dtype_id)
 def test_bmm_offset_strided_and_broadcast(dtype):
+    # (bf16: every pack of the AVX512-BF16 pairs where the CPU has them, odd K, a batch broadcast)
     a = _operand(1, 50, 70, dtype, False, offset=3)         # row stride 73, offset start
     b = _operand(4, 70, 45, dtype, True, offset=1)
     assert_bmm_close(T.bmm(a, b), a.expand(4, 50, 70), b)   # a's batch of 1 broadcasts
@@ -252,9 +253,11 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("isa", ["base", "avx2", "avx512"])
+@pytest.mark.parametrize("isa", ["base", "avx2", "avx512", "avx512 without bf16 dots"])
 def test_every_instruction_set(isa):
-    env = dict(os.environ, TILES_CPU_ISA=isa)  # a set wider than the CPU's falls back to the CPU's
+    # a set wider than the CPU's falls back to the CPU's; bf16's bmm takes AVX512-BF16 dot products where
+    # the CPU has them (csrc/cpu/bmm_body.h Bf16Dots), else its FMA path, which the last case forces
+    env = dict(os.environ, TILES_CPU_ISA=isa.split()[0], TILES_CPU_BF16_DOTS="0" if "without" in isa else "1")
     import torch_tiles
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(torch_tiles.__file__)))
     out = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, package_parent, TESTS], env=env, capture_output=True, text=True,

@@ -12,7 +12,9 @@
 //               per k: each packed B vector is loaded once for MR rows, each A value broadcast once
 //               for NR columns.
 // float32 and float64 compute in their own type; half types are packed into float32 and accumulate in
-// a float32 tile that is rounded to the output once at the end.
+// a float32 tile that is rounded to the output once at the end. On AVX512-BF16 machines bf16 skips the
+// conversion: its packs keep bf16 pairs and the micro-kernel multiplies them into float32 sums
+// (Bf16Dots below).
 
 namespace tiles::cpu::TILES_ISA {
 namespace {
@@ -135,10 +137,138 @@ void pack_slivers(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, T
   }
 }
 
-// One task: output tile (batch bi, rows [m0, m0 + rows), cols [n0, n0 + cols)).
+// How a task packs and multiplies its k-blocks: slivers of values in the compute type and FMAs, for
+// every type on every instruction set.
 template <class S>
+struct FmaPath {
+  using T = opmath_t<S>;
+  using Packed = T;  // a packed sliver's element: one k of one row (or column)
+  static int64_t packed_k(int64_t kc) { return kc; }
+  template <int W>
+  static void pack(const S* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, Packed* dst) {
+    pack_slivers<W>(src, n, kc, ns, ks, dst);
+  }
+  static void multiply(int64_t kp, const Packed* ap, const Packed* bp, T* c, int64_t ldc, bool accumulate) {
+    micro_kernel(kp, ap, bp, c, ldc, accumulate);
+  }
+};
+
+#if TILES_VEC_BYTES == 64 && (defined(__x86_64__) || defined(_M_X64))
+// ---- bf16 on AVX512-BF16: two products a lane per instruction -------------------------------------------
+// vdpbf16ps adds a0 * b0 + a1 * b1 of two bf16 pairs into each float32 lane: twice the products of an
+// FMA per instruction, from packs of half the bytes, and no conversion while packing. The packs hold k
+// in pairs, one 32-bit word per (pair, row or column): B's sliver [k / 2][NR], A's [k / 2][MR] (a word
+// broadcast per row); an odd k's last pair has a zero high half. The instruction flushes subnormal
+// inputs and sums to zero and rounds to nearest even, as cuBLAS-style bf16 GEMMs do; the sums stay
+// float32. TILES_CPU_BF16_DOTS=0 keeps bf16 on the FMA path (tests and comparisons).
+#define TILES_BF16_DOTS_TARGET TILES_ISA_TARGET ",avx512bf16"
+
+inline bool bf16_dots_available() {
+  static const bool available = [] {
+    const char* knob = std::getenv("TILES_CPU_BF16_DOTS");
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && !(knob && std::strcmp(knob, "0") == 0);
+  }();
+  return available;
+}
+
+inline uint32_t bf16_pair(const c10::BFloat16* lo, const c10::BFloat16* hi) {
+  return uint32_t(lo->x) | (hi ? uint32_t(hi->x) << 16 : 0u);
+}
+
+// n x kc of src (strides ns along n, ks along k) into W-wide slivers of k pairs, the last sliver's
+// missing rows and an odd k's missing half zero.
+template <int W>
+void pack_bf16_pairs(const c10::BFloat16* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2, whole = kc / 2;
+  for (int64_t i0 = 0; i0 < n; i0 += W, dst += kp * W) {
+    const int64_t ni = std::min<int64_t>(W, n - i0);
+    const c10::BFloat16* s = src + i0 * ns;
+    if (ni == W && ns == 1 && W == 32) {
+      // a sliver contiguous at each k (a row-major b): two k-rows of 32 values interleaved in registers
+      const __m512i lo_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7,
+                                              38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+      const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+      for (int64_t p = 0; p < whole; ++p) {
+        const __m512i r0 = _mm512_loadu_si512(s + 2 * p * ks), r1 = _mm512_loadu_si512(s + (2 * p + 1) * ks);
+        _mm512_storeu_si512(dst + p * W, _mm512_permutex2var_epi16(r0, lo_idx, r1));
+        _mm512_storeu_si512(dst + p * W + 16, _mm512_permutex2var_epi16(r0, hi_idx, r1));
+      }
+      for (int64_t p = whole; p < kp; ++p)
+        for (int i = 0; i < W; ++i) dst[p * W + i] = bf16_pair(s + 2 * p * ks + i, nullptr);
+    } else if (ks == 1) {
+      // rows contiguous along k (a row-major a, a transposed b): each pair is one 32-bit load
+      for (int i = 0; i < W; ++i) {
+        const c10::BFloat16* row = s + i * ns;
+        for (int64_t p = 0; p < kp; ++p) {
+          uint32_t word = 0;
+          if (i < ni && p < whole) std::memcpy(&word, row + 2 * p, sizeof(word));
+          else if (i < ni) word = bf16_pair(row + 2 * p, nullptr);
+          dst[p * W + i] = word;
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kp; ++p)
+        for (int i = 0; i < W; ++i)
+          dst[p * W + i] = i < ni ? bf16_pair(s + i * ns + 2 * p * ks, p < whole ? s + i * ns + (2 * p + 1) * ks : nullptr) : 0u;
+    }
+  }
+}
+
+// c[MR x NR] (row stride ldc) = (accumulate ? c : 0) + the pair slivers' products over kp pairs.
+__attribute__((target(TILES_BF16_DOTS_TARGET), noinline)) void micro_kernel_bf16(
+    int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c, int64_t ldc,
+    bool accumulate) {
+  constexpr int MR = kMR, NV = kNV, W = 16;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    __builtin_prefetch(c + i * ldc, 1);
+    __builtin_prefetch(c + i * ldc + NV * W - 1, 1);
+  }
+  for (int64_t p = 0; p < kp; ++p) {
+    __m512bh b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(bp + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(ap[i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
+    }
+    ap += MR;
+    bp += NV * W;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + v * W;
+      _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(acc[i][v], _mm512_loadu_ps(dst)) : acc[i][v]);
+    }
+}
+
+struct Bf16Dots {
+  using Packed = uint32_t;
+  static int64_t packed_k(int64_t kc) { return (kc + 1) / 2; }
+  template <int W>
+  static void pack(const c10::BFloat16* src, int64_t n, int64_t kc, int64_t ns, int64_t ks, Packed* dst) {
+    pack_bf16_pairs<W>(src, n, kc, ns, ks, dst);
+  }
+  static void multiply(int64_t kp, const Packed* ap, const Packed* bp, float* c, int64_t ldc, bool accumulate) {
+    micro_kernel_bf16(kp, ap, bp, c, ldc, accumulate);
+  }
+};
+#endif
+
+// One task: output tile (batch bi, rows [m0, m0 + rows), cols [n0, n0 + cols)), packed and multiplied
+// by Path (FmaPath, or Bf16Dots).
+template <class S, class Path>
 void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
   using T = opmath_t<S>;
+  using P = typename Path::Packed;
   using B = Blocking<T>;
   constexpr int MR = B::MR, NR = B::NR;
   const S* A = static_cast<const S*>(g.a) + bi * g.a_strides[0] + m0 * g.a_strides[1];
@@ -148,12 +278,13 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
 
   // Where the micro-kernels accumulate: the output itself, or a float32 tile for half types.
   constexpr bool direct = std::is_same_v<S, T>;
-  thread_local std::vector<T> a_buf, b_buf, c_buf;
-  const int64_t kc_max = std::min<int64_t>(B::KC, g.k);
+  thread_local std::vector<P> a_buf, b_buf;
+  thread_local std::vector<T> c_buf;
+  const int64_t kp_max = Path::packed_k(std::min<int64_t>(B::KC, g.k));
   const int64_t mc_max = std::min<int64_t>(B::MC, rows);
   const int64_t cols_up = (cols + NR - 1) / NR * NR;
-  a_buf.resize(size_t((mc_max + MR - 1) / MR * MR * kc_max));
-  b_buf.resize(size_t(cols_up * kc_max));
+  a_buf.resize(size_t((mc_max + MR - 1) / MR * MR * kp_max));
+  b_buf.resize(size_t(cols_up * kp_max));
   T* C;
   int64_t ldc;
   if constexpr (direct) {
@@ -167,23 +298,23 @@ void bmm_tile(const BmmArgs& g, int64_t bi, int64_t m0, int64_t rows, int64_t n0
   alignas(64) T edge[MR * NR];
 
   for (int64_t pc = 0; pc < g.k; pc += B::KC) {
-    const int64_t kc = std::min<int64_t>(B::KC, g.k - pc);
+    const int64_t kc = std::min<int64_t>(B::KC, g.k - pc), kp = Path::packed_k(kc);
     const bool accumulate = pc > 0;
-    pack_slivers<NR>(Bm + pc * sbk, cols, kc, sbn, sbk, b_buf.data());
+    Path::template pack<NR>(Bm + pc * sbk, cols, kc, sbn, sbk, b_buf.data());
     for (int64_t ic = 0; ic < rows; ic += B::MC) {
       const int64_t mc = std::min<int64_t>(B::MC, rows - ic);
-      pack_slivers<MR>(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
+      Path::template pack<MR>(A + ic * sam + pc * sak, mc, kc, sam, sak, a_buf.data());
       for (int64_t jr = 0; jr < cols; jr += NR) {
         const int64_t nr = std::min<int64_t>(NR, cols - jr);
-        const T* bp = b_buf.data() + jr * kc;
+        const P* bp = b_buf.data() + jr * kp;
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t mr = std::min<int64_t>(MR, mc - ir);
-          const T* ap = a_buf.data() + ir * kc;
+          const P* ap = a_buf.data() + ir * kp;
           T* c = C + (ic + ir) * ldc + jr;
           if (mr == MR && nr == NR) {
-            micro_kernel(kc, ap, bp, c, ldc, accumulate);
+            Path::multiply(kp, ap, bp, c, ldc, accumulate);
           } else {
-            micro_kernel(kc, ap, bp, edge, NR, false);
+            Path::multiply(kp, ap, bp, edge, NR, false);
             for (int64_t i = 0; i < mr; ++i)
               for (int64_t j = 0; j < nr; ++j)
                 c[i * ldc + j] = accumulate ? c[i * ldc + j] + edge[i * NR + j] : edge[i * NR + j];
@@ -394,14 +525,23 @@ void bmm_typed(const BmmArgs& g, BmmParallel parallel) {
     std::atomic<int64_t> next{0};
   } ctx{&g, mt, nt, m_tiles, n_tiles, g.batch * m_tiles * n_tiles};
   const int64_t workers = std::max<int64_t>(1, std::min(g.threads, ctx.tasks));
-  parallel(workers, 1, &ctx, [](void* p, int64_t, int64_t) {
-    Ctx& c = *static_cast<Ctx*>(p);
-    for (int64_t t = c.next.fetch_add(1); t < c.tasks; t = c.next.fetch_add(1)) {
-      const int64_t bi = t / (c.m_tiles * c.n_tiles), r = t % (c.m_tiles * c.n_tiles);
-      const int64_t m0 = (r / c.n_tiles) * c.mt, n0 = (r % c.n_tiles) * c.nt;
-      bmm_tile<S>(*c.g, bi, m0, std::min(c.mt, c.g->m - m0), n0, std::min(c.nt, c.g->n - n0));
-    }
-  });
+  auto run = [&](auto path) {
+    using Path = decltype(path);
+    parallel(workers, 1, &ctx, [](void* p, int64_t, int64_t) {
+      Ctx& c = *static_cast<Ctx*>(p);
+      for (int64_t t = c.next.fetch_add(1); t < c.tasks; t = c.next.fetch_add(1)) {
+        const int64_t bi = t / (c.m_tiles * c.n_tiles), r = t % (c.m_tiles * c.n_tiles);
+        const int64_t m0 = (r / c.n_tiles) * c.mt, n0 = (r % c.n_tiles) * c.nt;
+        bmm_tile<S, Path>(*c.g, bi, m0, std::min(c.mt, c.g->m - m0), n0, std::min(c.nt, c.g->n - n0));
+      }
+    });
+  };
+#if TILES_VEC_BYTES == 64 && (defined(__x86_64__) || defined(_M_X64))
+  if constexpr (std::is_same_v<S, c10::BFloat16>) {
+    if (bf16_dots_available()) return run(Bf16Dots{});
+  }
+#endif
+  run(FmaPath<S>{});
 }
 
 void bmm(const BmmArgs& g, BmmParallel parallel) {
