@@ -202,6 +202,50 @@ def test_bmm_empty_and_k0(dtype):
     assert out.shape == (2, 3, 40) and torch.equal(out, torch.zeros_like(out))
 
 
+def _small_ints(shape, generator):
+    return torch.randint(-1, 2, shape, generator=generator).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 47, 255, 256, 257, 303, 513], ids=str)
+def test_bmm_bf16_exact_on_small_integers(k):
+    # Values in {-1, 0, 1}: every float32 sum is exact, so the result must equal float64's rounded to bf16
+    # bit for bit; a k product lost or doubled in the pair packs (odd K, a k-block's tail of pairs, partial
+    # slivers, each pack's layout, a broadcast along k or over the batch) shows as a wrong element.
+    g = torch.Generator().manual_seed(k)
+    a = _small_ints((3, 29, k), g)
+    b = _small_ints((3, k, 45), g)
+    row = _small_ints((1, 1, k), g).expand(3, 29, k)      # every row of a the same: stride 0 along M
+    col = _small_ints((3, 1, 45), g).expand(3, k, 45)     # stride 0 along k
+    cases = [(a, b), (a.mT.contiguous().mT, b), (a, b.mT.contiguous().mT), (a[:1], b), (row, b), (a, col),
+             (a.mT.contiguous().mT, b.mT.contiguous().mT)]
+    for x, y in cases:
+        ref = torch.matmul(x.double(), y.double()).to(torch.bfloat16)
+        out = T.bmm(x, y)
+        assert torch.equal(out, ref), (k, x.stride(), y.stride())
+
+
+def test_bmm_bf16_dot_products_run_where_the_cpu_has_them():
+    # AVX512-BF16's dot products treat subnormal inputs as zero, the float32 FMA path does not: a
+    # subnormal times a large value tells the two apart (and shows TILES_CPU_BF16_DOTS=0 reaches the other)
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    if " avx512_bf16" not in flags or " avx512f" not in flags:
+        pytest.skip("this CPU has no AVX512-BF16")
+    script = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import torch_tiles; "
+              "a = torch.full((2, 40, 40), 1e-39).bfloat16(); b = torch.full((2, 40, 40), 1e30).bfloat16(); "
+              "print(torch.ops.tiles.bmm(a, b)[0, 0, 0].item())")
+    import torch_tiles
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(torch_tiles.__file__)))
+    values = {}
+    for dots in ("1", "0"):
+        env = dict(os.environ, TILES_CPU_BF16_DOTS=dots)
+        env.pop("TILES_CPU_ISA", None)
+        out = subprocess.run([sys.executable, "-c", script, package_parent], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        values[dots] = float(out.stdout.strip())
+    assert values["1"] == 0.0 and values["0"] > 0.0, values
+
+
 def test_bmm_large_tiles_split_across_threads():
     a = _vals((1, 600, 300), torch.float32)
     b = _vals((1, 300, 1100), torch.float32)

@@ -153,7 +153,10 @@ struct FmaPath {
   }
 };
 
-#if TILES_VEC_BYTES == 64 && (defined(__x86_64__) || defined(_M_X64))
+// (GCC only: under clang the unit's `#pragma clang attribute push(target)` would meet the micro-kernel's
+// own target attribute, untried; clang builds keep bf16 on the FMA path.)
+#if TILES_VEC_BYTES == 64 && (defined(__x86_64__) || defined(_M_X64)) && !defined(__clang__)
+#define TILES_BF16_DOTS 1
 // ---- bf16 on AVX512-BF16: two products a lane per instruction -------------------------------------------
 // vdpbf16ps adds a0 * b0 + a1 * b1 of two bf16 pairs into each float32 lane: twice the products of an
 // FMA per instruction, from packs of half the bytes, and no conversion while packing. The packs hold k
@@ -199,13 +202,13 @@ void pack_bf16_pairs(const c10::BFloat16* src, int64_t n, int64_t kc, int64_t ns
     } else if (ks == 1) {
       // rows contiguous along k (a row-major a, a transposed b): each pair is one 32-bit load
       for (int i = 0; i < W; ++i) {
-        const c10::BFloat16* row = s + i * ns;
-        for (int64_t p = 0; p < kp; ++p) {
-          uint32_t word = 0;
-          if (i < ni && p < whole) std::memcpy(&word, row + 2 * p, sizeof(word));
-          else if (i < ni) word = bf16_pair(row + 2 * p, nullptr);
-          dst[p * W + i] = word;
+        if (i >= ni) {
+          for (int64_t p = 0; p < kp; ++p) dst[p * W + i] = 0u;
+          continue;
         }
+        const c10::BFloat16* row = s + i * ns;
+        for (int64_t p = 0; p < whole; ++p) std::memcpy(&dst[p * W + i], row + 2 * p, sizeof(uint32_t));
+        if (whole < kp) dst[whole * W + i] = bf16_pair(row + 2 * whole, nullptr);
       }
     } else {
       for (int64_t p = 0; p < kp; ++p)
@@ -536,7 +539,7 @@ void bmm_typed(const BmmArgs& g, BmmParallel parallel) {
       }
     });
   };
-#if TILES_VEC_BYTES == 64 && (defined(__x86_64__) || defined(_M_X64))
+#if defined(TILES_BF16_DOTS)
   if constexpr (std::is_same_v<S, c10::BFloat16>) {
     if (bf16_dots_available()) return run(Bf16Dots{});
   }
