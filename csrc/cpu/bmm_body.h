@@ -219,6 +219,9 @@ void pack_bf16_pairs(const c10::BFloat16* src, int64_t n, int64_t kc, int64_t ns
 }
 
 // c[MR x NR] (row stride ldc) = (accumulate ? c : 0) + the pair slivers' products over kp pairs.
+// micro_kernel's loop with vdpbf16ps for the FMA: a copy, not an instance of it, because only a function
+// carrying the avx512bf16 target may contain the instruction, and a template instantiated here would
+// take the unit's target instead.
 __attribute__((target(TILES_BF16_DOTS_TARGET), noinline)) void micro_kernel_bf16(
     int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* __restrict c, int64_t ldc,
     bool accumulate) {
