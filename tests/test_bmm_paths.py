@@ -77,12 +77,14 @@ def assert_tile(a, b, width):
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
-# Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds or of fewer
-# than SMALL_FLOAT32_OUTPUTS output elements take the general kernel (bmm/bmm.cu
+# Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, or of fewer
+# than SMALL_FLOAT32_OUTPUTS output elements up to FEW_OUTPUTS_MACS_TMA multiply-adds (operands the Hopper
+# kernel reads through TMA) or FEW_OUTPUTS_MACS_COPIED (others), take the general kernel (bmm/bmm.cu
 # small_full_precision_float) unless they are thin (thin_path); under TF32, and otherwise, the tensor-core
 # kernels.
 SMALL_FLOAT32_MACS = 2 ** 24
 SMALL_FLOAT32_OUTPUTS = 2 ** 19
+FEW_OUTPUTS_MACS_TMA, FEW_OUTPUTS_MACS_COPIED = 2 ** 26, 2 ** 30
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
@@ -107,26 +109,37 @@ def batch_of(a, b):
     return batch_b if batch_a == 1 else batch_a
 
 
+def operand_alignment(x, rows_dim, k_dim):
+    """(bytes, ld) of one operand as bmm/operand_layout.h classifies it: the largest of 16, 8, 4, 2, 1
+    bytes dividing its base, leading stride and batch stride, and that leading stride (0 where its outer
+    dim has size 1); None where it has no unit-stride matrix dim."""
+    rows, k = x.shape[rows_dim], x.shape[k_dim]
+    if x.stride(k_dim) == 1 or k == 1:
+        ld = 0 if rows == 1 else x.stride(rows_dim)
+    elif x.stride(rows_dim) == 1 or rows == 1:
+        ld = 0 if k == 1 else x.stride(k_dim)
+    else:
+        return None
+    batch_stride = x.stride(0) if x.dim() == 3 and x.shape[0] != 1 else 0
+    width = 16
+    for v in (x.data_ptr(), ld * x.element_size(), batch_stride * x.element_size()):
+        while v % width:
+            width //= 2
+    return width, ld
+
+
 def mma_copy_width(a, b):
     """The mma kernel's copy width for these operands (bmm/operand_layout.h, bmm/mma.cu copy_width): the
-    largest of 16, 8, 4, 2, 1 bytes dividing each operand's base, leading stride and batch stride, or None
-    where an operand has no unit-stride matrix dim."""
-    def alignment(x, rows_dim, k_dim):
-        rows, k = x.shape[rows_dim], x.shape[k_dim]
-        if x.stride(k_dim) == 1 or k == 1:
-            ld = 0 if rows == 1 else x.stride(rows_dim)
-        elif x.stride(rows_dim) == 1 or rows == 1:
-            ld = 0 if k == 1 else x.stride(k_dim)
-        else:
-            return None
-        batch_stride = x.stride(0) if x.dim() == 3 and x.shape[0] != 1 else 0
-        width = 16
-        for v in (x.data_ptr(), ld * x.element_size(), batch_stride * x.element_size()):
-            while v % width:
-                width //= 2
-        return width
-    widths = alignment(a, -2, -1), alignment(b, -1, -2)
-    return None if None in widths else min(widths)
+    narrower operand's alignment, or None where an operand has no unit-stride matrix dim."""
+    layouts = operand_alignment(a, -2, -1), operand_alignment(b, -1, -2)
+    return None if None in layouts else min(width for width, _ in layouts)
+
+
+def copied_operands(a, b):
+    """How many operands the Hopper kernel would copy, TMA unable to address them (bmm/tma_maps.cu: 16-byte
+    aligned, a leading stride over 0)."""
+    layouts = operand_alignment(a, -2, -1), operand_alignment(b, -1, -2)
+    return sum(layout is None or layout[0] < 16 or layout[1] <= 0 for layout in layouts)
 
 
 def short_k_on_mma(a, b):
@@ -153,7 +166,9 @@ def small_float32(a, b):
         return None
     outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
     if torch.get_float32_matmul_precision() == "highest":
-        small = outputs * k <= SMALL_FLOAT32_MACS or outputs < SMALL_FLOAT32_OUTPUTS
+        through_tma = hopper_float32_runs() and copied_operands(a, b) == 0
+        cap = FEW_OUTPUTS_MACS_TMA if through_tma else FEW_OUTPUTS_MACS_COPIED
+        small = outputs * k <= SMALL_FLOAT32_MACS or (outputs < SMALL_FLOAT32_OUTPUTS and outputs * k <= cap)
         return SMALL_FLOAT32 if small else None
     width = mma_copy_width(a, b)
     small = outputs * k <= SMALL_TF32_MACS and width is not None and width < 16 and k > 0 and not mma_unavailable()
@@ -566,14 +581,30 @@ def hopper_float32_runs():
     return torch.ops.tiles._bmm_path(probe, probe).startswith("hopper-wgmma")
 
 
+def few_tiles_long_k(a, b):
+    """Whether bmm counts the product as few 128 x 128 output tiles over a long K (bmm/bmm.cu)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    tiles = -(-m // 128) * -(-n // 128) * batch_of(a, b)
+    return tiles * 8 < sm_count() and k >= 256
+
+
+# Under TF32, products with one operand the Hopper kernel must copy take it over a K of at least
+# LONG_K_TF32_COPIES also below `prefers`' size, unless few tiles over a long K send them to the general
+# kernel's split-K (bmm/bmm.cu long_k_tf32_on_hopper_copies); with both copied, the mma kernel.
+LONG_K_TF32_COPIES = 1024
+
+
 def copies_preferred(a, b, precision):
     """Whether bmm sends float32 operands the Hopper kernel must copy there (bmm/hopper_tf32.cu `prefers`):
     products of at least 2^30 flops whose output spans 128 rows and columns; under "highest" (3xTF32)
-    only with a M-major a and an N-major b (b's tiles transposed as they are copied)."""
+    only with a M-major a and an N-major b (b's tiles transposed as they are copied). Under TF32, also one
+    operand copied over a long K but few tiles (bmm.cu long_k_tf32_on_hopper_copies; small ones take the
+    general kernel first, small_float32)."""
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)  # either may broadcast
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if 2 * batch * m * n * k < 2**30 or min(m, n) < 128:
-        return False
+        long_k = k >= LONG_K_TF32_COPIES and copied_operands(a, b) == 1
+        return precision != "highest" and long_k and not few_tiles_long_k(a, b)
     return precision != "highest" or (a.stride(-2) == 1 and b.stride(-1) == 1)
 
 
@@ -921,13 +952,17 @@ def test_hopper_float32_copied_broadcast_and_language_model_head(float32_precisi
 
 # bmm's choice for operands TMA cannot address (bmm/hopper_tf32.cu `prefers`): the Hopper kernel's copies
 # for 2^30 flops or more over an output of at least 128 rows and columns (3xTF32: an M-major a times an
-# N-major b only), else the mma kernel. (layouts, (batch, m, n, k), whether the size alone qualifies):
-# just over 2^30 flops, just under, an output 120 rows tall, and few tiles over K = 8000, which the
-# copying kernel splits (on 132 SMs): six (at full precision a small product, SMALL_FLOAT32_OUTPUTS, which
-# the general kernel takes first) and 32.
+# N-major b only); under TF32 also one operand copied over a K of LONG_K_TF32_COPIES or more (bmm.cu
+# long_k_tf32_on_hopper_copies); else the mma kernel. (layouts, (batch, m, n, k), whether the size alone
+# qualifies, or "long-k": under TF32 for its K alone): just over 2^30 flops, just under, an output 120 rows
+# tall over K = 1000 and over K = 1100 (one operand copied, or both), and few tiles over K = 8000, which
+# the copying kernel splits (on 132 SMs): six (at full precision a small product, SMALL_FLOAT32_OUTPUTS,
+# which the general kernel takes first) and 32.
 COPIES_DISPATCH = [(("row", "row"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 520), True),
                    (("row", "col"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 500), False),
-                   (("col", "row"), (2, 120, 4099, 1100), False), (("row", "row"), (1, 256, 384, 8000), True),
+                   (("aligned-row", "row"), (2, 120, 4099, 1000), False),
+                   (("aligned-row", "row"), (2, 120, 4099, 1100), "long-k"), (("col", "row"), (2, 120, 4099, 1100), False),
+                   (("row", "row"), (1, 256, 384, 8000), True),
                    (("col", "row"), (1, 256, 384, 8000), True), (("col", "row"), (1, 512, 1024, 8000), True)]
 
 
@@ -940,7 +975,7 @@ def test_hopper_float32_copies_dispatch(float32_precision, case):
     layouts, (batch, m, n, k), large = case
     a, b = copied_operand(layouts[0], batch, m, k), copied_operand(layouts[1], batch, k, n)
     transposing = layouts == ("col", "row")
-    preferred = large and (name == "tf32" or transposing)
+    preferred = (large is True and (name == "tf32" or transposing)) or (large == "long-k" and name == "tf32")
     assert copies_preferred(a, b, torch.get_float32_matmul_precision()) == preferred
     check_copied(a, b, name, tol)  # bmm's path, thin or small first
     if preferred and k >= 8000 and sm_count() == 132 and not float32_path(a, b, None):  # K split, as bmm runs it
@@ -1055,23 +1090,31 @@ def test_general_path_both_tile_widths(dtype, case):
 
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
-    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds or of fewer than
-    # SMALL_FLOAT32_OUTPUTS outputs run on the general kernel's FMAs (K <= 16 on the thin kernel); the
-    # others, and any under TF32, on the tensor cores.
+    # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, or of fewer than
+    # SMALL_FLOAT32_OUTPUTS outputs up to FEW_OUTPUTS_MACS_TMA multiply-adds (FEW_OUTPUTS_MACS_COPIED where
+    # the Hopper kernel would copy an operand, or does not run), run on the general kernel's FMAs (K <= 16
+    # on the thin kernel); the others, and any under TF32, on the tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
     at_limit = (f32(512, 32), f32(32, 1024))  # 2^24 multiply-adds, 2^19 outputs
     over = (f32(1024, 24), f32(24, 1024))
-    few_outputs = (f32(64, 4096), f32(4096, 1024))  # 2^16 outputs over a long K
+    few_outputs = (f32(64, 1024), f32(1024, 1024))  # 2^16 outputs over a long K: 2^26 multiply-adds
+    few_outputs_more = (f32(64, 4096), f32(4096, 1024))  # 2^28
+    few_outputs_copied = (f32(64, 4096), f32(4096, 1025)[:, 1:])  # 2^28, b's base 4 bytes in
     many_outputs = (f32(512, 4096), f32(4096, 1024))  # 2^19
     short_k = (f32(2048, 4), f32(4, 4096))  # 2^25 multiply-adds, K = 4
     assert 512 * 1024 * 32 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
-    for general in (at_limit, few_outputs):
+    assert 64 * 1024 * 1024 == FEW_OUTPUTS_MACS_TMA
+    for general in (at_limit, few_outputs, few_outputs_copied):
         assert torch.ops.tiles._bmm_path(*general) == SMALL_FLOAT32
     assert torch.ops.tiles._bmm_path(*short_k) == "thin short-k"
-    for tensor_cores in (over, many_outputs):
-        assert torch.ops.tiles._bmm_path(*tensor_cores).startswith(("hopper-wgmma 3xtf32", "mma-sync 3xtf32"))
-    for a, b in (at_limit, over, few_outputs, short_k):
+    tensor_cores = ("hopper-wgmma 3xtf32", "mma-sync 3xtf32")
+    for large in (over, many_outputs):
+        assert torch.ops.tiles._bmm_path(*large).startswith(tensor_cores)
+    more = torch.ops.tiles._bmm_path(*few_outputs_more)
+    assert more.startswith("hopper-wgmma 3xtf32") if hopper_float32_runs() else more == SMALL_FLOAT32, more
+    for a, b in (at_limit, over, few_outputs, few_outputs_more, few_outputs_copied, short_k):
+        assert small_float32(a, b) == (SMALL_FLOAT32 if torch.ops.tiles._bmm_path(a, b) == SMALL_FLOAT32 else None)
         assert_bmm_close(poisoned_bmm(a, b), a, b)
     torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
     # (many_outputs: 32 tiles, too many for the few-tiles split-K on any GPU, unlike few_outputs on an A100)

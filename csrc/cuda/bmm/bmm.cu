@@ -18,14 +18,19 @@ bool few_tiles_long_k(const BmmProblem& p) {
 
 // Whether a float32 product at full precision runs faster on the general kernel's FMAs than on 3xTF32,
 // whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, or an
-// output of few tiles (which the general kernel splits along K over the idle SMs). (A K under one
-// tensor-core k-step is thin and never gets here.) Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high" precision)
-// keeps the tensor cores.
+// output of few tiles (which the general kernel splits along K over the idle SMs) up to 2^26 multiply-adds
+// where the Hopper kernel reads both operands through TMA (2 x 2048 x 60 x 512, 2^27: 38.7 us against
+// 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied (2 x 2048 x 30 x 4096 160
+// against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). (A K under one tensor-core k-step is thin
+// and never gets here.) Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high"
+// precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
   constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
-  const int64_t outputs = p.batch * p.m * p.n;
-  return outputs * p.k <= kMaxMultiplyAdds || outputs < kMaxOutputs;
+  const int64_t outputs = p.batch * p.m * p.n, multiply_adds = outputs * p.k;
+  if (multiply_adds <= kMaxMultiplyAdds) return true;
+  const bool through_tma = hopper_tf32::can_run(p) && !hopper_tf32::copies(p);
+  return outputs < kMaxOutputs && multiply_adds <= (int64_t(1) << (through_tma ? 26 : 30));
 }
 
 // Whether the mma.sync kernel beats the short-K kernel: K of 9 to 16 (where the short-K kernel's threads
@@ -49,6 +54,20 @@ bool small_tf32_on_narrow_copies(const BmmProblem& p) {
   return p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds && mma::copy_bytes(p) < 16;
 }
 
+// Whether a TF32 product with one operand TMA cannot address runs faster on the Hopper kernel's copies
+// than on the mma.sync kernel's, below the size hopper_tf32::prefers takes them from: over a K of 1024
+// or more the mma.sync kernel's narrow copies cost ~1.8 us a k-step whatever the output (2 x 2048 x 30 x
+// 4096: 239 us against 57; 1 x 3000 x 77 x 3000 258 against 55; 2 x 120 x 4099 x 1100 96 against 72;
+// 8 x 96 x 2174 x 1410 with a^T 194 against 86), while at K = 512 to 944 it is the faster by 5-15%. With
+// both operands copied the Hopper kernel lost (7 x 1801 x 49 x 1097 115 against 96, 8 x 96 x 2174 x 1410
+// 286 against 194). Measured with `bmm_paths.py --shape` (H100, NOTES.md "General kernel and small float32
+// products"). 3xTF32's copies do not win there (transposing layouts aside).
+bool long_k_tf32_on_hopper_copies(const BmmProblem& p) {
+  constexpr int64_t kMinK = 1024;
+  if (p.out.scalar_type() != at::kFloat || !float32_as_tf32() || p.k < kMinK) return false;
+  return hopper_tf32::can_run(p) && hopper_tf32::copied_operands(p) == 1;
+}
+
 }  // namespace
 
 Path choose_path(const BmmProblem& p, const char** why) {
@@ -67,9 +86,11 @@ Path choose_path(const BmmProblem& p, const char** why) {
     return Path::general;
   }
   // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
-  if (!few_tiles_long_k(p) || p.out.scalar_type() == at::kDouble) return Path::mma;
-  if (why) *why = "few output tiles over a long K (split-K)";
-  return Path::general;
+  if (few_tiles_long_k(p) && p.out.scalar_type() != at::kDouble) {
+    if (why) *why = "few output tiles over a long K (split-K)";
+    return Path::general;
+  }
+  return long_k_tf32_on_hopper_copies(p) ? Path::hopper_tf32 : Path::mma;
 }
 
 void bmm(const BmmProblem& p) {

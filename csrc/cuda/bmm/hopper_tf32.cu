@@ -148,7 +148,9 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
-bool copies(const BmmProblem& p) { return !hopper::layout_a(p).ok || !hopper::layout_b(p).ok; }
+int copied_operands(const BmmProblem& p) { return int(!hopper::layout_a(p).ok) + int(!hopper::layout_b(p).ok); }
+
+bool copies(const BmmProblem& p) { return copied_operands(p) > 0; }
 
 // The copies cost the producer's three copying warps about three instructions per 4-byte cp.async, which
 // a large product's k-blocks hide and a small one's fixed costs do not. Measured against the mma.sync

@@ -70,8 +70,10 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 void bmm(const BmmProblem& p);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
-// Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps).
+// Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps),
+// and how many of the two it copies.
 bool copies(const BmmProblem& p);
+int copied_operands(const BmmProblem& p);
 // Whether bmm should send p here: always where nothing is copied; with copies, only where they were
 // measured to beat the mma.sync kernel (bmm/hopper_tf32.cu). _bmm_on_path's "hopper" needs can_run alone.
 bool prefers(const BmmProblem& p);
