@@ -110,14 +110,15 @@ def batch_of(a, b):
 
 
 def operand_alignment(x, rows_dim, k_dim):
-    """(bytes, ld) of one operand as bmm/operand_layout.h classifies it: the largest of 16, 8, 4, 2, 1
-    bytes dividing its base, leading stride and batch stride, and that leading stride (0 where its outer
-    dim has size 1); None where it has no unit-stride matrix dim."""
+    """(bytes, tma, mn_major) of one operand as bmm/operand_layout.h classifies it: the largest of 16, 8,
+    4, 2, 1 bytes dividing its base, leading stride and batch stride; whether TMA can address it
+    (bmm/tma_maps.cu layout_of: 16 bytes, and a leading stride over 0 unless the outer dim has size 1);
+    whether its M or N dim is the contiguous one. None where it has no unit-stride matrix dim."""
     rows, k = x.shape[rows_dim], x.shape[k_dim]
     if x.stride(k_dim) == 1 or k == 1:
-        ld = 0 if rows == 1 else x.stride(rows_dim)
+        mn_major, outer, ld = False, rows, 0 if rows == 1 else x.stride(rows_dim)
     elif x.stride(rows_dim) == 1 or rows == 1:
-        ld = 0 if k == 1 else x.stride(k_dim)
+        mn_major, outer, ld = True, k, 0 if k == 1 else x.stride(k_dim)
     else:
         return None
     batch_stride = x.stride(0) if x.dim() == 3 and x.shape[0] != 1 else 0
@@ -125,21 +126,24 @@ def operand_alignment(x, rows_dim, k_dim):
     for v in (x.data_ptr(), ld * x.element_size(), batch_stride * x.element_size()):
         while v % width:
             width //= 2
-    return width, ld
+    return width, width == 16 and (outer == 1 or ld > 0), mn_major
 
 
 def mma_copy_width(a, b):
     """The mma kernel's copy width for these operands (bmm/operand_layout.h, bmm/mma.cu copy_width): the
     narrower operand's alignment, or None where an operand has no unit-stride matrix dim."""
     layouts = operand_alignment(a, -2, -1), operand_alignment(b, -1, -2)
-    return None if None in layouts else min(width for width, _ in layouts)
+    return None if None in layouts else min(layout[0] for layout in layouts)
 
 
-def copied_operands(a, b):
-    """How many operands the Hopper kernel would copy, TMA unable to address them (bmm/tma_maps.cu: 16-byte
-    aligned, a leading stride over 0)."""
-    layouts = operand_alignment(a, -2, -1), operand_alignment(b, -1, -2)
-    return sum(layout is None or layout[0] < 16 or layout[1] <= 0 for layout in layouts)
+def copied_operands(a, b, three_pass):
+    """How many operands the Hopper float32 kernel copies (bmm/hopper_tf32.cu copied_roles): R and Q where
+    TMA cannot address them, and Q with a copied R where Q is MN-major or the product runs 3xTF32. R is
+    b^T where a is K-major and b is not (the roles swapped), else a. For operands the kernel can take."""
+    la, lb = operand_alignment(a, -2, -1), operand_alignment(b, -1, -2)
+    r, q = (lb, la) if not la[2] and lb[2] else (la, lb)
+    copy_r = not r[1]
+    return int(copy_r) + int(not q[1] or (copy_r and (q[2] or three_pass)))
 
 
 def short_k_on_mma(a, b):
@@ -166,7 +170,7 @@ def small_float32(a, b):
         return None
     outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
     if torch.get_float32_matmul_precision() == "highest":
-        through_tma = hopper_float32_runs() and copied_operands(a, b) == 0
+        through_tma = hopper_float32_runs() and mma_copy_width(a, b) is not None and copied_operands(a, b, True) == 0
         cap = FEW_OUTPUTS_MACS_TMA if through_tma else FEW_OUTPUTS_MACS_COPIED
         small = outputs * k <= SMALL_FLOAT32_MACS or (outputs < SMALL_FLOAT32_OUTPUTS and outputs * k <= cap)
         return SMALL_FLOAT32 if small else None
@@ -574,6 +578,7 @@ def unaligned_path_name(kind, step):
     return f"mma-sync {MMA_KINDS[kind][0]} unaligned" + (f" {width}-byte" if width >= 4 else "")
 
 
+@functools.lru_cache(maxsize=None)
 def hopper_float32_runs():
     """Whether float32 products that are not small take the Hopper kernel here (an sm_90a build on an
     sm_90 GPU): then operands TMA cannot address may take it too, copied by its producer warps."""
@@ -603,7 +608,7 @@ def copies_preferred(a, b, precision):
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)  # either may broadcast
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if 2 * batch * m * n * k < 2**30 or min(m, n) < 128:
-        long_k = k >= LONG_K_TF32_COPIES and copied_operands(a, b) == 1
+        long_k = k >= LONG_K_TF32_COPIES and copied_operands(a, b, False) == 1
         return precision != "highest" and long_k and not few_tiles_long_k(a, b)
     return precision != "highest" or (a.stride(-2) == 1 and b.stride(-1) == 1)
 
@@ -955,13 +960,15 @@ def test_hopper_float32_copied_broadcast_and_language_model_head(float32_precisi
 # N-major b only); under TF32 also one operand copied over a K of LONG_K_TF32_COPIES or more (bmm.cu
 # long_k_tf32_on_hopper_copies); else the mma kernel. (layouts, (batch, m, n, k), whether the size alone
 # qualifies, or "long-k": under TF32 for its K alone): just over 2^30 flops, just under, an output 120 rows
-# tall over K = 1000 and over K = 1100 (one operand copied, or both), and few tiles over K = 8000, which
+# tall over K = 1000 and over K = 1100 (one operand copied; both; a copied M-major a taking the aligned
+# N-major b with it, copied_roles), and few tiles over K = 8000, which
 # the copying kernel splits (on 132 SMs): six (at full precision a small product, SMALL_FLOAT32_OUTPUTS,
 # which the general kernel takes first) and 32.
 COPIES_DISPATCH = [(("row", "row"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 520), True),
                    (("row", "col"), (1, 1024, 1031, 520), True), (("col", "row"), (1, 1024, 1031, 500), False),
                    (("aligned-row", "row"), (2, 120, 4099, 1000), False),
                    (("aligned-row", "row"), (2, 120, 4099, 1100), "long-k"), (("col", "row"), (2, 120, 4099, 1100), False),
+                   (("col", "aligned-row"), (2, 120, 4099, 1100), False),
                    (("row", "row"), (1, 256, 384, 8000), True),
                    (("col", "row"), (1, 256, 384, 8000), True), (("col", "row"), (1, 512, 1024, 8000), True)]
 
@@ -981,6 +988,25 @@ def test_hopper_float32_copies_dispatch(float32_precision, case):
     if preferred and k >= 8000 and sm_count() == 132 and not float32_path(a, b, None):  # K split, as bmm runs it
         assert torch.ops.tiles._bmm_path(a, b) == f"hopper-wgmma {name} copied split-k"
 
+
+
+@requires_cuda
+def test_tf32_long_k_copies_read_an_operand_expanded_along_a_matrix_dim():
+    # Under TF32 a K of LONG_K_TF32_COPIES or more sends a product with one copied operand to the Hopper
+    # kernel's copies (bmm.cu long_k_tf32_on_hopper_copies), an operand with stride 0 along M included:
+    # TMA cannot address it, and the copiers must read its one row for every row of the tile.
+    hopper_float32_expected()
+    batch, m, n, k = 2, 120, 4099, 1100
+    a = make_tensor((batch, 1, k), torch.float32, "cuda").expand(batch, m, k)
+    b = make_tensor((batch, k, 4104), torch.float32, "cuda")[:, :, :n]  # 16-byte rows: TMA's
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        assert copied_operands(a, b, False) == 1 and copies_preferred(a, b, "high")
+        assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32 copied")
+        assert_bmm_close(poisoned_bmm(a, b), a, b, FLOAT32_KINDS["high"][1])
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 def float32_paths():
     """The kernels that compute float32 on this GPU, as _bmm_on_path names them."""

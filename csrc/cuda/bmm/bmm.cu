@@ -21,9 +21,10 @@ bool few_tiles_long_k(const BmmProblem& p) {
 // output of few tiles (which the general kernel splits along K over the idle SMs) up to 2^26 multiply-adds
 // where the Hopper kernel reads both operands through TMA (2 x 2048 x 60 x 512, 2^27: 38.7 us against
 // 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied (2 x 2048 x 30 x 4096 160
-// against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). (A K under one tensor-core k-step is thin
-// and never gets here.) Timings in NOTES.md, "General kernel and small float32 products". TF32 ("high"
-// precision) keeps the tensor cores.
+// against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). The 2^30 limit also serves GPUs without
+// the Hopper kernel, where the aligned mma.sync kernel is the alternative: untimed there (the rule had no
+// limit before). (A K under one tensor-core k-step is thin and never gets here.) Timings in NOTES.md,
+// "Which float32 products take the general kernel". TF32 ("high" precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
   constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
@@ -54,14 +55,17 @@ bool small_tf32_on_narrow_copies(const BmmProblem& p) {
   return p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds && mma::copy_bytes(p) < 16;
 }
 
-// Whether a TF32 product with one operand TMA cannot address runs faster on the Hopper kernel's copies
-// than on the mma.sync kernel's, below the size hopper_tf32::prefers takes them from: over a K of 1024
-// or more the mma.sync kernel's narrow copies cost ~1.8 us a k-step whatever the output (2 x 2048 x 30 x
-// 4096: 239 us against 57; 1 x 3000 x 77 x 3000 258 against 55; 2 x 120 x 4099 x 1100 96 against 72;
-// 8 x 96 x 2174 x 1410 with a^T 194 against 86), while at K = 512 to 944 it is the faster by 5-15%. With
-// both operands copied the Hopper kernel lost (7 x 1801 x 49 x 1097 115 against 96, 8 x 96 x 2174 x 1410
-// 286 against 194). Measured with `bmm_paths.py --shape` (H100, NOTES.md "General kernel and small float32
-// products"). 3xTF32's copies do not win there (transposing layouts aside).
+// Whether a TF32 product of which the Hopper kernel copies one operand (copied_operands: those TMA
+// cannot address, and one that a copied operand takes with it) runs faster there than on the mma.sync
+// kernel's copies, below the size hopper_tf32::prefers takes them from. Over a K of 1024 or more the
+// mma.sync kernel's narrow copies cost ~1.8 us a k-step whatever the output (mma.sync against the copies:
+// 2 x 2048 x 30 x 4096 239 us against 56; 1 x 3000 x 77 x 3000 258 against 55; 2 x 120 x 4099 x 1100 96
+// against 72; 8 x 96 x 2174 x 1410 with a^T 194 against 86). Below it the copies win some (2 x 120 x
+// 4099 x 1000 89 against 67; 1 x 10 x 50257 x 768 169 against 131) and lose others (K = 512 35-36 against
+// 38-39 at every M; 2 x 2048 x 10 x 944 58 against 67): left on mma.sync. With both operands copied the
+// copies mostly lost (7 x 1801 x 49 x 1097 96 against 115, 8 x 96 x 2174 x 1410 189 against 288; NT 194
+// against 175), as 3xTF32's did (it copies both whenever it copies one: 2 x 2048 x 10 x 4096 222 against
+// 270). Measured with `bmm_paths.py --shape` (H100, NOTES.md "General kernel and small float32 products").
 bool long_k_tf32_on_hopper_copies(const BmmProblem& p) {
   constexpr int64_t kMinK = 1024;
   if (p.out.scalar_type() != at::kFloat || !float32_as_tf32() || p.k < kMinK) return false;

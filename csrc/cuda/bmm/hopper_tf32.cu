@@ -76,6 +76,18 @@ Roles roles(const BmmProblem& p) {
   return {la, lb, false, p.m, p.n};
 }
 
+// Which operands the kernel copies: those TMA cannot address, and Q with a copied R where Q needs work
+// once landed (an MN-major Q's transpose, 3xTF32's small part): the copiers then do that work on their
+// own copies (transposing as they copy), never waiting on TMA's, and the in-place transpose's registers
+// need no room beside the copies'.
+struct Copied {
+  bool r, q;
+};
+Copied copied_roles(const Roles& ro, bool three_pass) {
+  const bool r = !ro.r.ok;
+  return {r, !ro.q.ok || (r && (ro.q.mn_major || three_pass))};
+}
+
 // The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
 // and the tile's name share.
 struct Plan {
@@ -148,7 +160,10 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
-int copied_operands(const BmmProblem& p) { return int(!hopper::layout_a(p).ok) + int(!hopper::layout_b(p).ok); }
+int copied_operands(const BmmProblem& p) {
+  const Copied c = copied_roles(roles(p), !float32_as_tf32());
+  return int(c.r) + int(c.q);
+}
 
 bool copies(const BmmProblem& p) { return copied_operands(p) > 0; }
 
@@ -200,11 +215,9 @@ void bmm(const BmmProblem& p) {
 
   // R: one [128 rows][32 k] box when K-major, four [32 k][32 rows] boxes when MN-major; Q: [bq][32 k],
   // or bq / 32 boxes of [32 k][32 rows] when MN-major (transposed in shared memory by the kernel). An
-  // operand TMA cannot address is copied into the same layout by the kernel (its map stays zeros).
-  // A copied R takes Q with it where Q needs work once landed (an MN-major Q's transpose, 3xTF32's small
-  // part): the copiers then do that work on their own copies (transposing as they copy), never waiting
-  // on TMA's, and the in-place transpose's registers need no room beside the copies'.
-  const bool copy_r = !lr.ok, copy_q = !lq.ok || (copy_r && (lq.mn_major || three_pass));
+  // operand the kernel copies (copied_roles) lands in the same layout (its map stays zeros).
+  const Copied copying = copied_roles(ro, three_pass);
+  const bool copy_r = copying.r, copy_q = copying.q;
   CUtensorMap mr{}, mq{};
   if (!copy_r) mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
   else s.copy_r = copied(r, swap ? layout_of_b(p) : layout_of_a(p));

@@ -71,7 +71,8 @@ void bmm(const BmmProblem& p);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
 // Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps),
-// and how many of the two it copies.
+// and how many of the two it copies: a copied operand may take the other with it (hopper_tf32.cu
+// copied_roles).
 bool copies(const BmmProblem& p);
 int copied_operands(const BmmProblem& p);
 // Whether bmm should send p here: always where nothing is copied; with copies, only where they were
