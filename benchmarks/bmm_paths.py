@@ -14,6 +14,9 @@ Presets:
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
 - thin: either side of the thin kernels' limits (bmm/thin.cu), bf16 and float32.
+- skinny-float32: float32 products with one side of 10 to 100 over K = 512 and 4096, and the long-K
+  products with an operand TMA cannot address: the sweeps behind bmm.cu's long_k_tf32_on_hopper_copies
+  (run with --precision high) and small_full_precision_float's limits (--precision highest).
 - slow-grid-<prec> (bf16, fp16, tf32, fp32, fp64): that precision's grid cases (bmm_grid.py) below
   0.95x in this GPU's results file, up to 2^31 multiply-adds, slowest first, under the precision's
   float32 setting (tf32: "high").
@@ -82,6 +85,15 @@ def general_cases() -> List[Case]:
     return cases
 
 
+def skinny_float32_cases() -> List[Case]:
+    cases = [Case(2, m, n, k) for m in (512, 2048, 8192) for n in (10, 30, 60, 100) for k in (512, 4096)]
+    for b, m, n, k, layouts in [(7, 1801, 49, 1097, "NN"), (8, 96, 2174, 1410, "NN TN NT TT"),
+                                (1, 3000, 77, 3000, "NN"), (2, 120, 4099, 1000, "NN"), (2, 120, 4099, 1100, "NN"),
+                                (1, 10, 50257, 768, "NN"), (1, 50257, 10, 768, "TN"), (2, 2048, 10, 944, "NN")]:
+        cases += [Case(b, m, n, k, layout) for layout in layouts.split()]
+    return cases
+
+
 # The grid's precisions (bmm_grid.py): each one's dtype and torch.set_float32_matmul_precision.
 GRID_PRECISIONS = {"bf16": (torch.bfloat16, "highest"), "fp16": (torch.float16, "highest"),
                    "tf32": (torch.float32, "high"), "fp32": (torch.float32, "highest"),
@@ -128,6 +140,7 @@ def thin_cases() -> List[Case]:
 
 
 PRESETS = {"small-float32": small_float32_cases, "general": general_cases, "thin": thin_cases,
+           "skinny-float32": skinny_float32_cases,
            **{f"slow-grid-{prec}": functools.partial(slow_grid_cases, prec) for prec in GRID_PRECISIONS}}
 
 

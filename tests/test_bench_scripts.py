@@ -198,6 +198,9 @@ def test_bmm_paths_presets(bmm_paths):
     macs = [max(c.batch, 1) * c.m * c.n * c.k for c in small]
     assert min(macs) <= 2**24 < max(macs)  # both sides of the limit in bmm/bmm.cu
     assert {c.dtype for c in bmm_paths.general_cases()} == {torch.bfloat16, torch.float16, torch.float64}
+    skinny = bmm_paths.skinny_float32_cases()
+    assert len({c.name() for c in skinny}) == len(skinny) and {c.dtype for c in skinny} == {torch.float32}
+    assert {c.k for c in skinny} >= {512, 1000, 1100, 4096}  # both sides of bmm.cu's K limit of 1024
 
 
 def test_bmm_paths_slow_grid_cases(bmm_paths, tmp_path):

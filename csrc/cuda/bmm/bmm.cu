@@ -23,8 +23,9 @@ bool few_tiles_long_k(const BmmProblem& p) {
 // 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied (2 x 2048 x 30 x 4096 160
 // against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). The 2^30 limit also serves GPUs without
 // the Hopper kernel, where the aligned mma.sync kernel is the alternative: untimed there (the rule had no
-// limit before). (A K under one tensor-core k-step is thin and never gets here.) Timings in NOTES.md,
-// "Which float32 products take the general kernel". TF32 ("high" precision) keeps the tensor cores.
+// limit before). (A K under one tensor-core k-step is thin and never gets here.) Timings (`bmm_paths.py
+// --preset skinny-float32`) in NOTES.md, "Which float32 products take the general kernel". TF32 ("high"
+// precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
   constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
@@ -65,7 +66,8 @@ bool small_tf32_on_narrow_copies(const BmmProblem& p) {
 // 38-39 at every M; 2 x 2048 x 10 x 944 58 against 67): left on mma.sync. With both operands copied the
 // copies mostly lost (7 x 1801 x 49 x 1097 96 against 115, 8 x 96 x 2174 x 1410 189 against 288; NT 194
 // against 175), as 3xTF32's did (it copies both whenever it copies one: 2 x 2048 x 10 x 4096 222 against
-// 270). Measured with `bmm_paths.py --shape` (H100, NOTES.md "General kernel and small float32 products").
+// 270). Measured with `bmm_paths.py --preset skinny-float32` (H100; NOTES.md "General kernel and small
+// float32 products").
 bool long_k_tf32_on_hopper_copies(const BmmProblem& p) {
   constexpr int64_t kMinK = 1024;
   if (p.out.scalar_type() != at::kFloat || !float32_as_tf32() || p.k < kMinK) return false;
