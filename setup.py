@@ -65,7 +65,10 @@ def sm80_macros():
 
 
 with_cuda, why = want_cuda()
-cxx_flags = ["-O3"]
+# No debug info in the C++ objects unless asked for: Python's CFLAGS carry -g, which made the CPU kernels'
+# objects 9x larger (simd_avx512.o 32 MB against 3.6) and their compile 1.5x slower (90 s against 61 on
+# one core), for a 78 MB extension. The CUDA sources keep -lineinfo for the profilers.
+cxx_flags = ["-O3"] + ([] if os.environ.get("TILES_DEBUG_INFO") == "1" else ["-g0"])
 if with_cuda:
     if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCHS if not torch.cuda.is_available() else ";".join(
