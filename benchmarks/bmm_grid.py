@@ -381,6 +381,8 @@ def parse_args(argv):
                         help="comma-separated precisions (default: all of %(default)s)")
     parser.add_argument("-k", default="", help="only cases whose name or source contains this")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated layouts")
+    parser.add_argument("--names", default=None,
+                        help="a file of case names, one per line: only those (e.g. the rows a change moves)")
     parser.add_argument("--warmup", type=float, default=3, help="do_bench warmup, ms")
     parser.add_argument("--rep", type=float, default=15, help="do_bench repetition, ms")
     parser.add_argument("--rounds", type=int, default=1, help="alternating timing rounds per case")
@@ -407,6 +409,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     cases = [c for c in grid_cases(args.precs, args.quick, args.k) if c.layout in args.layout_list]
+    if args.names:
+        with open(args.names) as f:
+            wanted = {line.strip() for line in f if line.strip()}
+        cases = [c for c in cases if c.name in wanted]
     if args.limit:
         cases = cases[:args.limit]
     est = [estimate_s(c, args.warmup, args.rep, args.rounds) for c in cases]

@@ -41,7 +41,7 @@ import local_build  # noqa: E402,F401  (the in-place build of this checkout, whe
 import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 
 T = torch.ops.tiles
-PATHS = ("hopper", "mma", "thin", "general-32", "general-64")  # the general kernel at each of its tile widths
+PATHS = ("hopper", "mma-64", "mma-128", "thin", "general-32", "general-64")  # mma and general at each tile size
 GRAPH_CALLS = 20
 
 

@@ -341,13 +341,14 @@ def cpu64(t):
     return t.detach().double().cpu()
 
 
-def assert_bmm_close(out, a, b, tol=None):
+def assert_bmm_close(out, a, b, tol=None, msg=""):
     """|out - a @ b| <= rtol * (|a| @ |b|) + atol elementwise (the error scale of a dot product),
-    against float64 on the CPU, with out's dtype's tolerance (or `tol`)."""
+    against float64 on the CPU, with out's dtype's tolerance (or `tol`); `msg` names what ran."""
     a64, b64 = cpu64(a), cpu64(b)
     ref = torch.matmul(a64, b64)
     assert out.shape == ref.shape, (tuple(out.shape), tuple(ref.shape))
     tol = tol or TOL[out.dtype]
     bound = tol.rtol * torch.matmul(a64.abs(), b64.abs()) + tol.atol
     err = (cpu64(out) - ref).abs()
-    assert (err <= bound).all(), f"bmm: max error {err.max().item():.3g}, max excess {(err - bound).max().item():.3g}"
+    assert (err <= bound).all(), (f"bmm{' ' + msg if msg else ''}: max error {err.max().item():.3g}, "
+                                  f"max excess {(err - bound).max().item():.3g}")

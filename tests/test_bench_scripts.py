@@ -110,6 +110,13 @@ def test_grid_list_only(grid, capsys):
     assert re.search(r"^\d+ cases \(bf16 \d+\); estimated \d+ s", capsys.readouterr().out)
 
 
+def test_grid_names_file_selects_those_cases(grid, capsys, tmp_path):
+    names = [c.name for c in grid.grid_cases(["bf16", "fp64"], False, "")][3:5]
+    (tmp_path / "names.txt").write_text("\n".join(names + ["grid bmm bf16 NN B=1 M=1 N=1 K=1 (no such case)"]))
+    assert grid.main(["--list", "--prec", "bf16,fp64", "--names", str(tmp_path / "names.txt")]) == []
+    assert re.search(r"^2 cases \(bf16 2, fp64 0\)", capsys.readouterr().out)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
 def test_scripts_exit_without_a_gpu(grid, gpt):
     with pytest.raises(SystemExit, match="needs a GPU"):

@@ -429,7 +429,8 @@ def test_other_layouts(dtype, case):
     a, b = FALLBACKS[case](dtype)
     path = torch.ops.tiles._bmm_path(a, b)
     assert path.startswith(expected_fallback_path(dtype, case)), path
-    assert torch.ops.tiles._bmm_tile(a, b) == ""  # a tile only for the Hopper kernel
+    # a tile only for the Hopper and mma.sync kernels
+    assert torch.ops.tiles._bmm_tile(a, b) == (mma_tile(a, b) if path.startswith("mma-sync") else "")
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -451,7 +452,8 @@ def test_other_layouts_wide_dtypes(dtype, case):
     assert path.startswith(small_float32(a, b) or expected), path
     assert_bmm_close(poisoned_bmm(a, b), a, b)
     if expected.startswith("mma-sync"):  # the kernel bmm would take for a larger product
-        assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
+        for name in mma_paths(dtype):
+            assert_bmm_close(poisoned_on_path(a, b, name), a, b, msg=name)
 
 
 # ---- the mma.sync kernel ------------------------------------------------------------------------
@@ -490,22 +492,32 @@ def mma_operand(layout, batch, rows, cols, dtype):
     raise ValueError(layout)
 
 
+# The mma kernel's block tiles, forced by name: 64 x 64, and 128 x 128 (128 x 64 for 3xTF32). float64
+# has one tile (its own kernel), which either name runs.
+MMA_TILE_PATHS = ("mma-64", "mma-128")
+
+
+def mma_paths(dtype):
+    return ("mma",) if dtype == torch.float64 else MMA_TILE_PATHS
+
+
 def check_mma_kind(kind, a, b, paths=None):
-    """Runs the mma kernel on a and b under the kind's float32 matmul precision and checks it against
-    float64; with `paths`, the path bmm itself takes for them must be one of those (or, for a small
-    float32 product, the general kernel: small_float32)."""
+    """Runs the mma kernel at each of its tile sizes on a and b under the kind's float32 matmul precision
+    and checks it against float64; with `paths`, the path bmm itself takes for them must be one of those
+    (or, for a small float32 product, the general kernel: small_float32)."""
     dtype, precision = kind
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:
         path = torch.ops.tiles._bmm_path(a, b)
         small = small_float32(a, b)
-        out = poisoned_on_path(a, b, "mma")
+        outs = {name: poisoned_on_path(a, b, name) for name in mma_paths(dtype)}
     finally:
         torch.set_float32_matmul_precision(old)
     thin = thin_path(a, b)
     assert paths is None or (path == thin if thin else path == small if small else path in paths), path
-    assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
+    for name, out in outs.items():
+        assert_bmm_close(out, a, b, MMA_KINDS[kind][1], msg=name)
 
 
 @requires_cuda
@@ -537,7 +549,60 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
         small = small_float32(a, b)
         assert path == small if small else path.startswith(("mma-sync", "hopper-wgmma")), path
         assert_bmm_close(poisoned_bmm(a, b), a, b)
-        assert_bmm_close(poisoned_on_path(a, b, "mma"), a, b)
+        for name in mma_paths(dtype):
+            assert_bmm_close(poisoned_on_path(a, b, name), a, b, msg=name)
+
+
+# The mma kernel's large block tile per kind, rows x columns (bmm/mma_kernel.cuh ConfigFor), and the
+# waves of them over the SMs from which it takes them (bmm/mma.cu tile_size).
+MMA_LARGE_TILES = {"bf16": (128, 128), "fp16": (128, 128), "tf32": (128, 128), "3xtf32": (128, 64)}
+MMA_LARGE_FROM_WAVES = 6
+
+
+def mma_tile(a, b):
+    """The mma kernel's block tile for a and b as _bmm_tile names it (bmm/mma.cu tile_size): 64 x 64 unless
+    its large tiles make MMA_LARGE_FROM_WAVES waves over the SMs, then the large tile; float64's one tile."""
+    if a.dtype == torch.float64:
+        return "64x64"
+    if a.dtype == torch.float32:
+        kind = "tf32" if torch.get_float32_matmul_precision() != "highest" else "3xtf32"
+    else:
+        kind = "bf16" if a.dtype == torch.bfloat16 else "fp16"
+    rows, cols = MMA_LARGE_TILES[kind]
+    tiles = -(-a.shape[-2] // rows) * -(-b.shape[-1] // cols) * batch_of(a, b)
+    return "64x64" if tiles < MMA_LARGE_FROM_WAVES * sm_count() else f"{rows}x{cols}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("precision", ["highest", "high"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_mma_tile_is_large_from_six_waves(dtype, precision):
+    """Around MMA_LARGE_FROM_WAVES waves of large tiles: unaligned operands (the mma kernel's) of one
+    row tile, with one column tile short of that and exactly it, over batches of 4 and 8."""
+    mma_expected()
+    if dtype != torch.float32 and precision == "high":
+        pytest.skip("the float32 matmul precision changes only float32's kernel")
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        limit, taken = MMA_LARGE_FROM_WAVES * sm_count(), 0
+        cols = MMA_LARGE_TILES["3xtf32" if dtype == torch.float32 and precision == "highest" else "bf16"][1]
+        for batch in (4, 8):
+            for tiles_n in (-(-limit // batch) - 1, -(-limit // batch)):
+                a = unaligned_operand("row", batch, 100, 72, dtype)  # 100 rows: one tile of either size
+                b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
+                path = torch.ops.tiles._bmm_path(a, b)
+                if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
+                    assert dtype == torch.float32, path
+                    continue
+                taken += 1
+                expected = "64x64" if batch * tiles_n < limit else f"128x{cols}"
+                assert mma_tile(a, b) == expected
+                assert torch.ops.tiles._bmm_tile(a, b) == expected, (batch, tiles_n)
+                assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
+        assert taken or dtype == torch.float32
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def unaligned_operand(layout, batch, rows, cols, dtype, step=1):

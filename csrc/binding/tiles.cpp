@@ -30,11 +30,12 @@ TORCH_LIBRARY(tiles, m) {
   m.def("_bmm_path(Tensor a, Tensor b) -> str");
   // The output tile (rows x columns) of the Hopper kernels for these operands: bf16 / fp16 "128x256",
   // "128x192" or "128x128"; float32 "128x256", "128x192", "128x128" or, with the roles swapped,
-  // "256x128" / "192x128"; "" when bmm would run another path. For tests of the tile-width rules; not
-  // part of the API.
+  // "256x128" / "192x128"; the mma.sync kernel's "64x64", "128x128" or "128x64" (3xTF32); "" when bmm
+  // would run another path. For tests of the tile rules; not part of the API.
   m.def("_bmm_tile(Tensor a, Tensor b) -> str");
-  // bmm through one named CUDA kernel path ("hopper", "mma" or "general"); an error if that path
-  // cannot take the operands. For tests that cover every path on one GPU; not part of the API.
+  // bmm through one named CUDA kernel path ("hopper", "mma", "thin" or "general"; "mma-64" / "mma-128"
+  // and "general-32" / "general-64" force a tile size); an error if that path cannot take the operands.
+  // For tests that cover every path on one GPU; not part of the API.
   m.def("_bmm_on_path(Tensor a, Tensor b, str path) -> Tensor");
   // An empty output of map's / zip's layout rule for these candidates (binding/problems.h), on the
   // first candidate's device: what the fake kernels allocate. Internal.

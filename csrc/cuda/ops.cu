@@ -77,6 +77,7 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
   switch (choose_path(p)) {
     case Path::hopper: return hopper::tile(p);
     case Path::hopper_tf32: return hopper_tf32::tile(p);
+    case Path::mma: return mma::tile(p);
     default: return "";
   }
 }
@@ -90,19 +91,20 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   if (path == "hopper") {
     TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
                 "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
-  } else if (path == "mma") {
+  } else if (path == "mma" || path == "mma-64" || path == "mma-128") {
     TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
   } else if (path == "thin") {
     TILES_CHECK(thin::suits(p), "tiles::_bmm_on_path: the thin path cannot take these operands: K is over 16 ",
                 "and M and N over 4 (over 8 where K is at least 64)");
   } else {
     TILES_CHECK(path == "general" || path == "general-32" || path == "general-64",
-                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'thin', 'general', 'general-32' or 'general-64', got '",
-                std::string(path), "'");
+                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'mma-64', 'mma-128', 'thin', 'general', "
+                "'general-32' or 'general-64', got '", std::string(path), "'");
   }
   if (p.out.numel() == 0) return p.out;
   if (path == "hopper") tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p);
-  else if (path == "mma") mma::bmm(p);
+  else if (path == "mma" || path == "mma-64" || path == "mma-128")
+    mma::bmm(p, path == "mma-64" ? 64 : path == "mma-128" ? 128 : 0);
   else if (path == "thin") thin::bmm(p);
   else general::bmm(p, path == "general-32" ? 32 : path == "general-64" ? 64 : 0);
   return p.out;

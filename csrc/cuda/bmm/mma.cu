@@ -9,7 +9,7 @@
 
 #include "binding/format.h"
 #include "cuda/bmm/dmma_kernel.cuh"  // its tile shape (split-K)
-#include "cuda/bmm/mma_kernel.cuh"  // Params and the atoms; the kernels are instantiated in mma_<kind>.cu
+#include "cuda/bmm/mma_kernel.cuh"  // Params, atoms, tiles; kernels in instances/bmm_mma_*.cu
 #include "cuda/bmm/operand_layout.h"
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/split_k.cuh"
@@ -17,7 +17,7 @@
 
 namespace tiles::cuda::mma {
 
-template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
+template <class Atom, TileSize kSize, bool kMnA, bool kMnB, int kCopyBytes>
 void launch(const Params<typename Atom::Elem>& p);
 
 }  // namespace tiles::cuda::mma
@@ -41,11 +41,12 @@ constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
 
 // The kernels that are built: kernel_copy_width below never asks for another.
 template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
-void launch_kind(const Params<typename Atom::Elem>& q) {
+void launch_kind(const Params<typename Atom::Elem>& q, TileSize size) {
   if constexpr (narrower_copies(std::is_same_v<Atom, Tf32x3>, kCopyBytes, kMnA)) {
     TILES_CHECK(false, "tiles::bmm: the 3xTF32 mma.sync kernel with 8-byte copies of a K-major a is not built");
   } else if constexpr (!std::is_same_v<Atom, F64>) {
-    launch<Atom, kMnA, kMnB, kCopyBytes>(q);
+    if (size == TileSize::small) launch<Atom, TileSize::small, kMnA, kMnB, kCopyBytes>(q);
+    else launch<Atom, TileSize::large, kMnA, kMnB, kCopyBytes>(q);
   } else if constexpr (kCopyBytes >= 8) {
     dmma::launch<kMnA, kMnB, kCopyBytes>(q);
   } else {
@@ -54,11 +55,11 @@ void launch_kind(const Params<typename Atom::Elem>& q) {
 }
 
 template <class Atom, int kCopyBytes>
-void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b) {
-  if (mn_a && mn_b) return launch_kind<Atom, true, true, kCopyBytes>(q);
-  if (mn_a) return launch_kind<Atom, true, false, kCopyBytes>(q);
-  if (mn_b) return launch_kind<Atom, false, true, kCopyBytes>(q);
-  launch_kind<Atom, false, false, kCopyBytes>(q);
+void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b, TileSize size) {
+  if (mn_a && mn_b) return launch_kind<Atom, true, true, kCopyBytes>(q, size);
+  if (mn_a) return launch_kind<Atom, true, false, kCopyBytes>(q, size);
+  if (mn_b) return launch_kind<Atom, false, true, kCopyBytes>(q, size);
+  launch_kind<Atom, false, false, kCopyBytes>(q, size);
 }
 
 // The copy width both operands allow, their common alignment: 16, 8 or 4 bytes (cp.async), else 2
@@ -107,22 +108,39 @@ int f64_k_splits(int64_t tiles, int64_t k_tiles, int64_t outputs, int sms) {
 
 template <class Atom>
 void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, const MatrixLayout& la,
-                  const MatrixLayout& lb) {
+                  const MatrixLayout& lb, TileSize size) {
   using Elem = typename Atom::Elem;
-  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q);  // no operand is read
+  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q, size);  // no operand is read
   switch (kernel_copy_width(p, la, lb)) {
-    case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major);
-    case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major);
-    case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major);
+    case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major, size);
+    case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major, size);
+    case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major, size);
     default:
-      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major);
+      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major, size);
       TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),
                   "-byte aligned");
   }
 }
 
+// The block tile for p when the caller leaves it to the kernel (tile 0): small where the large tiles make
+// fewer than kLargeFromWaves waves over the SMs, else large; 64 or 128 force one. A lone large block is
+// bound by its warps' latency (bmm/mma_kernel.cuh ConfigFor), and three small blocks per SM hide more of
+// it: `bmm_paths.py` (H100, flushed us, 64 x 64 against 128-row tiles) 1 x 474 x 138 x 202 bf16 11.5 /
+// 16.3, 8 x 96 x 2174 x 1410 bf16 87 / 110 (136 large tiles) and TF32 NT 136 / 201, 2 x 8192 x 30 x 4096
+// bf16 108 / 125, 3xTF32 4 x 386 x 2153 x 715 NT 165 / 231 (544 tiles of 128 x 64, 4.1 waves); only
+// bf16 4 x 3123 x 2188 x 734 (1800 tiles, 13.6 waves) ran faster on large ones, 332 / 356. Between 4.1
+// and 13.6 waves untimed: 6 splits the gap (NOTES.md, mma.sync).
 template <class Atom>
-void run(const BmmProblem& p) {
+TileSize tile_size(const BmmProblem& p, int tile) {
+  constexpr int64_t kLargeFromWaves = 6;
+  if (tile != 0) return tile == 64 ? TileSize::small : TileSize::large;
+  using Large = typename ConfigFor<Atom, TileSize::large>::type;
+  const int64_t tiles = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
+  return tiles < kLargeFromWaves * sm_count() ? TileSize::small : TileSize::large;
+}
+
+template <class Atom>
+void run(const BmmProblem& p, int tile) {
   using Elem = typename Atom::Elem;
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
   Params<Elem> q{};
@@ -146,7 +164,7 @@ void run(const BmmProblem& p) {
       q.c = partials.data_ptr();
     }
   }
-  launch_width<Atom>(q, p, la, lb);
+  launch_width<Atom>(q, p, la, lb, tile_size<Atom>(p, tile));
   if (partials.defined()) sum_splits<double, double>(p.out.data_ptr<double>(), partials, p.batch * p.m * p.n, q.splits);
 }
 
@@ -181,14 +199,30 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
+// The block tile's name for tile_size's choice, as _bmm_tile reports it.
+template <class Atom>
+const char* tile_name(const BmmProblem& p) {
+  if (tile_size<Atom>(p, 0) == TileSize::small) return "64x64";
+  return ConfigFor<Atom, TileSize::large>::type::BN == 64 ? "128x64" : "128x128";
+}
+
+const char* tile(const BmmProblem& p) {
+  switch (p.out.scalar_type()) {
+    case at::kDouble: return "64x64";  // the DMMA kernel's one tile (bmm/dmma_kernel.cuh)
+    case at::kFloat: return float32_as_tf32() ? tile_name<Tf32>(p) : tile_name<Tf32x3>(p);
+    case at::kBFloat16: return tile_name<Half16<true>>(p);
+    default: return tile_name<Half16<false>>(p);
+  }
+}
+
 int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : kernel_copy_width(p, layout_of_a(p), layout_of_b(p)); }
 
-void bmm(const BmmProblem& p) {
+void bmm(const BmmProblem& p, int tile) {
   switch (p.out.scalar_type()) {
-    case at::kDouble: return run<F64>(p);
-    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p) : run<Tf32x3>(p);
-    case at::kBFloat16: return run<Half16<true>>(p);
-    case at::kHalf: return run<Half16<false>>(p);
+    case at::kDouble: return run<F64>(p, tile);
+    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p, tile) : run<Tf32x3>(p, tile);
+    case at::kBFloat16: return run<Half16<true>>(p, tile);
+    case at::kHalf: return run<Half16<false>>(p, tile);
     default: TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for dtype ", p.out.scalar_type());
   }
 }

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/mma_atoms.cuh"
@@ -47,6 +48,33 @@ struct Config {
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr int kWarpsN = BN / WN;
   static constexpr int kThreads = (BM / WM) * kWarpsN * 32;
+};
+
+enum class TileSize { large, small };
+
+// Block and warp tiles per atom and size (bmm/mma.cu tile_size picks one). Large: 128 x 128 blocks of
+// eight 64 x 32 warps (64 accumulators each) for TF32 and 16-bit, one block per SM (180-220 registers).
+// Small: 64 x 64 blocks of four 32 x 32 warps, three per SM (168 registers: at four, 128, the 16-bit ones
+// with 4- and 8-byte copies spilled 8-32 bytes). One large block per SM is bound by its warps' latency
+// (ncu, 1 x 474 x 138 x 202 bf16: 8 blocks, 2 warps per scheduler, an instruction issued every 7.9
+// cycles, ~1 us per k-tile with 16-byte copies as with 4-byte ones), so small tiles run faster except on
+// grids of many waves. (fp64 runs its own kernel: bmm/dmma_kernel.cuh.)
+template <class Atom, TileSize kSize>
+struct ConfigFor {
+  using type = std::conditional_t<kSize == TileSize::large, Config<128, 128, 32, 64, 32, 4>,
+                                  Config<64, 64, 32, 32, 32, 4, 3>>;
+};
+template <TileSize kSize>
+struct ConfigFor<Tf32, kSize> {
+  using type = std::conditional_t<kSize == TileSize::large, Config<128, 128, 16, 64, 32, 4>,
+                                  Config<64, 64, 16, 32, 32, 4, 3>>;
+};
+// 3xTF32 holds a second set of accumulators (kFreshPerTile): 32 x 32 warps keep that in registers;
+// 32-deep k-tiles halve how often the fresh sums are folded in.
+template <TileSize kSize>
+struct ConfigFor<Tf32x3, kSize> {
+  using type = std::conditional_t<kSize == TileSize::large, Config<128, 64, 32, 32, 32, 3>,
+                                  Config<64, 64, 32, 32, 32, 3, 3>>;
 };
 
 // One operand tile in shared memory: `rows` x BK (K-contiguous) or BK x `rows` (M/N-contiguous),

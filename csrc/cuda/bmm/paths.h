@@ -43,6 +43,8 @@ namespace general {
 // `tile`: the output tile edge, 0 to let the kernel pick (32 for small products that would leave SMs
 // idle, else 64), 32 or 64 to force one (tests and benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
+// The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or "128x64" (3xTF32).
+const char* tile(const BmmProblem& p);
 }
 
 namespace thin {
@@ -86,7 +88,12 @@ const char* tile(const BmmProblem& p);
 
 namespace mma {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-void bmm(const BmmProblem& p);
+// `tile`: the block tile edge, 0 to let the kernel pick (64 x 64 unless 128-row tiles make six waves or
+// more, then 128 x 128, 128 x 64 for 3xTF32; float64 has one tile), 64 or 128 to force one (tests and
+// benchmarks, through tiles::_bmm_on_path).
+void bmm(const BmmProblem& p, int tile = 0);
+// The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or "128x64" (3xTF32).
+const char* tile(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".
 const char* kind(const BmmProblem& p);
