@@ -22,6 +22,7 @@ too: the path sm_80 GPUs run). Outputs are checked element by element, and each 
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
 """
 import functools
+import itertools
 
 import pytest
 import torch
@@ -554,53 +555,60 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
 
 
 # The mma kernel's large block tile per kind, rows x columns (bmm/mma_kernel.cuh ConfigFor), and the
-# waves of them over the SMs from which it takes them (bmm/mma.cu tile_size).
+# cost of a round of 1, 2 or 3 small 64 x 64 blocks on an SM against one large block (bmm/mma.cu
+# tile_size).
 MMA_LARGE_TILES = {"bf16": (128, 128), "fp16": (128, 128), "tf32": (128, 128), "3xtf32": (128, 64)}
-MMA_LARGE_FROM_WAVES = 6
+MMA_SMALL_ROUND = {"bf16": (0, 0.55, 0.7, 0.835), "fp16": (0, 0.55, 0.7, 0.835), "tf32": (0, 0.55, 0.7, 0.835),
+                   "3xtf32": (0, 0.6, 0.9, 1.2)}
+
+
+def mma_kind_name(dtype):
+    if dtype == torch.float32:
+        return "tf32" if torch.get_float32_matmul_precision() != "highest" else "3xtf32"
+    return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "f64"}[dtype]
 
 
 def mma_tile(a, b):
-    """The mma kernel's block tile for a and b as _bmm_tile names it (bmm/mma.cu tile_size): 64 x 64 unless
-    its large tiles make MMA_LARGE_FROM_WAVES waves over the SMs, then the large tile; float64's one tile."""
-    if a.dtype == torch.float64:
+    """The mma kernel's block tile for a and b as _bmm_tile names it (bmm/mma.cu tile_size): 64 x 64 where
+    its blocks on the busiest SM, three at a time, cost under 0.95 of the large ones; float64's one tile."""
+    kind = mma_kind_name(a.dtype)
+    if kind == "f64":
         return "64x64"
-    if a.dtype == torch.float32:
-        kind = "tf32" if torch.get_float32_matmul_precision() != "highest" else "3xtf32"
-    else:
-        kind = "bf16" if a.dtype == torch.bfloat16 else "fp16"
     rows, cols = MMA_LARGE_TILES[kind]
-    tiles = -(-a.shape[-2] // rows) * -(-b.shape[-1] // cols) * batch_of(a, b)
-    return "64x64" if tiles < MMA_LARGE_FROM_WAVES * sm_count() else f"{rows}x{cols}"
+    m, n, batch, sms = a.shape[-2], b.shape[-1], batch_of(a, b), sm_count()
+    large = -(-(-(-m // rows) * -(-n // cols) * batch) // sms)
+    small = -(-(-(-m // 64) * -(-n // 64) * batch) // sms)
+    cost = small // 3 * MMA_SMALL_ROUND[kind][3] + MMA_SMALL_ROUND[kind][small % 3]
+    return "64x64" if cost < 0.95 * large else f"{rows}x{cols}"
 
 
 @requires_cuda
 @pytest.mark.parametrize("precision", ["highest", "high"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-def test_mma_tile_is_large_from_six_waves(dtype, precision):
-    """Around MMA_LARGE_FROM_WAVES waves of large tiles: unaligned operands (the mma kernel's) of one
-    row tile, with one column tile short of that and exactly it, over batches of 4 and 8."""
+def test_mma_tile_by_rounds(dtype, precision):
+    """Unaligned operands (the mma kernel's) on both sides of the choice: 64 or 100 rows (one large row
+    tile; one or two small) over column tiles that make one to eight large blocks per SM, batches of 4
+    and 8."""
     mma_expected()
     if dtype != torch.float32 and precision == "high":
         pytest.skip("the float32 matmul precision changes only float32's kernel")
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:
-        limit, taken = MMA_LARGE_FROM_WAVES * sm_count(), 0
-        cols = MMA_LARGE_TILES["3xtf32" if dtype == torch.float32 and precision == "highest" else "bf16"][1]
-        for batch in (4, 8):
-            for tiles_n in (-(-limit // batch) - 1, -(-limit // batch)):
-                a = unaligned_operand("row", batch, 100, 72, dtype)  # 100 rows: one tile of either size
-                b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
-                path = torch.ops.tiles._bmm_path(a, b)
-                if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
-                    assert dtype == torch.float32, path
-                    continue
-                taken += 1
-                expected = "64x64" if batch * tiles_n < limit else f"128x{cols}"
-                assert mma_tile(a, b) == expected
-                assert torch.ops.tiles._bmm_tile(a, b) == expected, (batch, tiles_n)
-                assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
-        assert taken or dtype == torch.float32
+        sms, seen = sm_count(), set()
+        cols = MMA_LARGE_TILES[mma_kind_name(dtype)][1]
+        for rows, batch, rounds, extra in itertools.product((64, 100), (4, 8), (1, 2, 3, 5, 8), (-1, 0)):
+            tiles_n = rounds * sms // batch + extra  # one tile short of whole rounds, and whole rounds
+            a = unaligned_operand("row", batch, rows, 72, dtype)
+            b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
+            path = torch.ops.tiles._bmm_path(a, b)
+            if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
+                assert dtype == torch.float32, path
+                continue
+            assert torch.ops.tiles._bmm_tile(a, b) == mma_tile(a, b), (rows, batch, tiles_n)
+            seen.add(mma_tile(a, b))
+            assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
+        assert len(seen) == 2 or dtype == torch.float32, seen  # both sizes taken
     finally:
         torch.set_float32_matmul_precision(old)
 

@@ -122,21 +122,30 @@ void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, con
   }
 }
 
-// The block tile for p when the caller leaves it to the kernel (tile 0): small where the large tiles make
-// fewer than kLargeFromWaves waves over the SMs, else large; 64 or 128 force one. A lone large block is
-// bound by its warps' latency (bmm/mma_kernel.cuh ConfigFor), and three small blocks per SM hide more of
-// it: `bmm_paths.py` (H100, flushed us, 64 x 64 against 128-row tiles) 1 x 474 x 138 x 202 bf16 11.5 /
-// 16.3, 8 x 96 x 2174 x 1410 bf16 87 / 110 (136 large tiles) and TF32 NT 136 / 201, 2 x 8192 x 30 x 4096
-// bf16 108 / 125, 3xTF32 4 x 386 x 2153 x 715 NT 165 / 231 (544 tiles of 128 x 64, 4.1 waves); only
-// bf16 4 x 3123 x 2188 x 734 (1800 tiles, 13.6 waves) ran faster on large ones, 332 / 356. Between 4.1
-// and 13.6 waves untimed: 6 splits the gap (NOTES.md, mma.sync).
+// The block tile for p when the caller leaves it to the kernel (tile 0): small where its blocks on the
+// busiest SM cost less than 0.95 of the large ones'; 64 or 128 force one. Large blocks run one per SM at
+// a time, each costing 1; small ones three at a time, a round of j costing kSmallRound[j] (H100 fits,
+// below). A lone large block is bound by its warps' latency (bmm/mma_kernel.cuh ConfigFor), so small
+// tiles win wherever the large ones make a wave or two. `bmm_paths.py` (H100, flushed us, small / large,
+// large blocks on the busiest SM): bf16 1 x 474 x 138 x 202 11.5 / 16.3 (1), 2 x 8192 x 30 x 4096 108 /
+// 125 (1), 8 x 96 x 2174 x 1410 87 / 110 (2) and its TF32 NT 136 / 201, 3xTF32 209 / 314 (3), 3xTF32
+// 4 x 386 x 2153 x 715 NT 165 / 231 (5), 4 x 3123 x 2188 x 734 974 / 1185 (27), 8192 x 50257 x 768 14559 /
+// 17208 (382); large ahead on bf16 4 x 1000 x 2153 x 715 (5, i.e. 4.1 waves: 196 / 189), 4 x 1500 / 2200
+// / 3123 x 2188 x 734 (7, 10, 14: 184 / 179, 260 / 251, 354 / 339) and 8192 x 768 x 50257 (3 over
+// K = 50257: 8183 / 5731). NOTES.md, mma.sync.
 template <class Atom>
 TileSize tile_size(const BmmProblem& p, int tile) {
-  constexpr int64_t kLargeFromWaves = 6;
   if (tile != 0) return tile == 64 ? TileSize::small : TileSize::large;
   using Large = typename ConfigFor<Atom, TileSize::large>::type;
-  const int64_t tiles = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
-  return tiles < kLargeFromWaves * sm_count() ? TileSize::small : TileSize::large;
+  // 3xTF32's large tile is 128 x 64, half the others', so a round of small blocks costs more against it.
+  constexpr double kSmallRound16[4] = {0, 0.55, 0.7, 0.835}, kSmallRound3x[4] = {0, 0.6, 0.9, 1.2};
+  const double* small_round = std::is_same_v<Atom, Tf32x3> ? kSmallRound3x : kSmallRound16;
+  const int64_t sms = sm_count();
+  const int64_t large = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
+  const int64_t small = (p.m + 63) / 64 * ((p.n + 63) / 64) * p.batch;
+  const int64_t large_per_sm = (large + sms - 1) / sms, small_per_sm = (small + sms - 1) / sms;
+  const double small_cost = double(small_per_sm / 3) * small_round[3] + small_round[small_per_sm % 3];
+  return small_cost < 0.95 * double(large_per_sm) ? TileSize::small : TileSize::large;
 }
 
 template <class Atom>

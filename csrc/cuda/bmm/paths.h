@@ -88,8 +88,8 @@ const char* tile(const BmmProblem& p);
 
 namespace mma {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-// `tile`: the block tile edge, 0 to let the kernel pick (64 x 64 unless 128-row tiles make six waves or
-// more, then 128 x 128, 128 x 64 for 3xTF32; float64 has one tile), 64 or 128 to force one (tests and
+// `tile`: the block tile edge, 0 to let the kernel pick (64 x 64 where its blocks on the busiest SM cost
+// less than 128 x 128's, 128 x 64's for 3xTF32; float64 has one tile), 64 or 128 to force one (tests and
 // benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
 // The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or "128x64" (3xTF32).
