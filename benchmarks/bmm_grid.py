@@ -30,7 +30,8 @@ Each case is recorded in the results file (results_file.merge) as
     grid bmm <prec> <layout> B=<b> M=<m> N=<n> K=<k>
 where B=- marks a 2-D call ([M, K] @ [K, N] -> [M, N]) and B=1 a 3-D call with a batch of one. A row has
 tiles_ms, torch_ms, speedup (torch ms / tiles ms), path (torch.ops.tiles._bmm_path), tile (the output
-tile of a Hopper kernel, torch.ops.tiles._bmm_tile; benchmarks/fit_plan_costs.py reads it), max_err
+tile of a Hopper or mma.sync kernel, torch.ops.tiles._bmm_tile; benchmarks/fit_plan_costs.py reads the
+Hopper ones), max_err
 (max |tiles - torch| / max |torch|) and fro_err (||tiles - torch|| / ||torch||), both against
 torch.matmul's own output at the same precision, tflops (of tiles), source; memory-bound cases (flops
 per byte below the precision's ridge point) also floor_ms: a device copy moving the case's bytes (operands

@@ -554,12 +554,11 @@ def test_mma_path_batch_broadcast_and_many_tiles(dtype):
             assert_bmm_close(poisoned_on_path(a, b, name), a, b, msg=name)
 
 
-# The mma kernel's large block tile per kind, rows x columns (bmm/mma_kernel.cuh ConfigFor), and the
-# cost of a round of 1, 2 or 3 small 64 x 64 blocks on an SM against one large block (bmm/mma.cu
-# tile_size).
+# The mma kernel's large block tile per kind, rows x columns (bmm/mma_kernel.cuh ConfigFor), and, for
+# 16-bit and TF32 on sm_90, the cost in thousandths of a large block of a round of 1, 2 or 3 small 64 x 64
+# blocks on an SM (bmm/mma.cu tile_size).
 MMA_LARGE_TILES = {"bf16": (128, 128), "fp16": (128, 128), "tf32": (128, 128), "3xtf32": (128, 64)}
-MMA_SMALL_ROUND = {"bf16": (0, 0.55, 0.7, 0.835), "fp16": (0, 0.55, 0.7, 0.835), "tf32": (0, 0.55, 0.7, 0.835),
-                   "3xtf32": (0, 0.6, 0.9, 1.2)}
+MMA_SMALL_ROUND = (0, 550, 700, 835)
 
 
 def mma_kind_name(dtype):
@@ -569,17 +568,22 @@ def mma_kind_name(dtype):
 
 
 def mma_tile(a, b):
-    """The mma kernel's block tile for a and b as _bmm_tile names it (bmm/mma.cu tile_size): 64 x 64 where
-    its blocks on the busiest SM, three at a time, cost under 0.95 of the large ones; float64's one tile."""
+    """The mma kernel's block tile for a and b as _bmm_tile names it (bmm/mma.cu tile_size): on sm_90,
+    64 x 64 where its blocks on the busiest SM, three at a time, cost under 0.95 of the large ones, and
+    always for 3xTF32; elsewhere the large tile; float64's one tile."""
     kind = mma_kind_name(a.dtype)
     if kind == "f64":
         return "64x64"
     rows, cols = MMA_LARGE_TILES[kind]
+    if torch.cuda.get_device_capability() != (9, 0):
+        return f"{rows}x{cols}"
+    if kind == "3xtf32":
+        return "64x64"
     m, n, batch, sms = a.shape[-2], b.shape[-1], batch_of(a, b), sm_count()
     large = -(-(-(-m // rows) * -(-n // cols) * batch) // sms)
     small = -(-(-(-m // 64) * -(-n // 64) * batch) // sms)
-    cost = small // 3 * MMA_SMALL_ROUND[kind][3] + MMA_SMALL_ROUND[kind][small % 3]
-    return "64x64" if cost < 0.95 * large else f"{rows}x{cols}"
+    cost = small // 3 * MMA_SMALL_ROUND[3] + MMA_SMALL_ROUND[small % 3]
+    return "64x64" if 20 * cost < 19 * 1000 * large else f"{rows}x{cols}"
 
 
 @requires_cuda
@@ -587,8 +591,9 @@ def mma_tile(a, b):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 def test_mma_tile_by_rounds(dtype, precision):
     """Unaligned operands (the mma kernel's) on both sides of the choice: 64 or 100 rows (one large row
-    tile; one or two small) over column tiles that make one to eight large blocks per SM, batches of 4
-    and 8."""
+    tile; one or two small) over column tiles that make one to eight large blocks per SM and one more
+    column tile, batches of 4 and 8, and 100 x (24 or 25 tiles of 128 columns) over a batch of 4, where
+    three small blocks per SM turn into four (on 132 SMs)."""
     mma_expected()
     if dtype != torch.float32 and precision == "high":
         pytest.skip("the float32 matmul precision changes only float32's kernel")
@@ -597,18 +602,21 @@ def test_mma_tile_by_rounds(dtype, precision):
     try:
         sms, seen = sm_count(), set()
         cols = MMA_LARGE_TILES[mma_kind_name(dtype)][1]
-        for rows, batch, rounds, extra in itertools.product((64, 100), (4, 8), (1, 2, 3, 5, 8), (-1, 0)):
-            tiles_n = rounds * sms // batch + extra  # one tile short of whole rounds, and whole rounds
+        cases = [(rows, batch, rounds * sms // batch + extra)
+                 for rows, batch, rounds, extra in itertools.product((64, 100), (4, 8), (1, 2, 3, 5, 8), (0, 1))]
+        for rows, batch, tiles_n in cases + [(100, 4, 24), (100, 4, 25)]:
             a = unaligned_operand("row", batch, rows, 72, dtype)
             b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
             path = torch.ops.tiles._bmm_path(a, b)
             if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
-                assert dtype == torch.float32, path
+                assert dtype == torch.float32 and precision == "highest", path
                 continue
             assert torch.ops.tiles._bmm_tile(a, b) == mma_tile(a, b), (rows, batch, tiles_n)
             seen.add(mma_tile(a, b))
             assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
-        assert len(seen) == 2 or dtype == torch.float32, seen  # both sizes taken
+        # 3xTF32 takes small tiles on sm_90, large ones elsewhere, whatever the shape
+        sizes = 1 if mma_kind_name(dtype) == "3xtf32" or torch.cuda.get_device_capability() != (9, 0) else 2
+        assert len(seen) == sizes, seen
     finally:
         torch.set_float32_matmul_precision(old)
 

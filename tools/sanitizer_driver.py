@@ -98,6 +98,11 @@ def bmm_small():
             check(f"bmm {b}x{mm}x{k}x{n}", T.bmm(a, w), a.double() @ w.double(), tol * max(1, k))
             check("bmm transposed", T.bmm(a.mT.contiguous().mT, w[:1].mT.contiguous().mT), a.double() @ w[:1].double(),
                   tol * max(1, k))
+        # the mma kernel at each of its tile sizes (bmm picks one; float64's one DMMA tile runs under both)
+        for (b, mm, k, n) in [(2, 65, 17, 33), (2, 130, 99, 70), (2, 130, 98, 70), (3, 8, 0, 5)]:
+            a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
+            for path in ("mma-64", "mma-128"):
+                check(f"bmm {path} {b}x{mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
         # the general kernel's tile widths, and its split-K: up to 8 splits summed in a thread block cluster
         # (sm_90), 64 by a second kernel
         for (mm, k, n) in [(33, 512, 17), (1, 4097, 1), (70, 100, 65)]:

@@ -34,7 +34,8 @@ namespace {
 
 // 3xTF32 with 8-byte copies of a K-major a spills (255 registers) and ran 13% slower than with 4-byte
 // ones (4 x 3123 x 2188 x 734); with an M-major a, 25% faster (8 x 96 x 2174 x 1410). That variant is
-// not built (instances/bmm_mma_tf32x3.cu): it copies 4 bytes.
+// not built at either tile size (instances/bmm_mma_tf32x3[_small].cu; timed on the large tile only): it
+// copies 4 bytes.
 constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
   return three_pass && width == 8 && !a_mn_major;
 }
@@ -122,30 +123,37 @@ void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, con
   }
 }
 
-// The block tile for p when the caller leaves it to the kernel (tile 0): small where its blocks on the
-// busiest SM cost less than 0.95 of the large ones'; 64 or 128 force one. Large blocks run one per SM at
-// a time, each costing 1; small ones three at a time, a round of j costing kSmallRound[j] (H100 fits,
-// below). A lone large block is bound by its warps' latency (bmm/mma_kernel.cuh ConfigFor), so small
-// tiles win wherever the large ones make a wave or two. `bmm_paths.py` (H100, flushed us, small / large,
-// large blocks on the busiest SM): bf16 1 x 474 x 138 x 202 11.5 / 16.3 (1), 2 x 8192 x 30 x 4096 108 /
-// 125 (1), 8 x 96 x 2174 x 1410 87 / 110 (2) and its TF32 NT 136 / 201, 3xTF32 209 / 314 (3), 3xTF32
-// 4 x 386 x 2153 x 715 NT 165 / 231 (5), 4 x 3123 x 2188 x 734 974 / 1185 (27), 8192 x 50257 x 768 14559 /
-// 17208 (382); large ahead on bf16 4 x 1000 x 2153 x 715 (5, i.e. 4.1 waves: 196 / 189), 4 x 1500 / 2200
-// / 3123 x 2188 x 734 (7, 10, 14: 184 / 179, 260 / 251, 354 / 339) and 8192 x 768 x 50257 (3 over
-// K = 50257: 8183 / 5731). NOTES.md, mma.sync.
+// The block tile for p when the caller leaves it to the kernel (tile 0); 64 or 128 force one. Timed on
+// the H100 only (sm_90, where three small blocks fit an SM; fewer fit sm_80 / sm_86 / sm_89's shared
+// memory): elsewhere, large. A lone large block is bound by its warps' latency (bmm/mma_kernel.cuh
+// ConfigFor), so small tiles win wherever the large ones make few waves. 16-bit and TF32 take small
+// where its blocks on the busiest SM cost under 0.95 of the large ones': large blocks run one per SM at
+// a time, each costing 1; small ones three at a time, a round of 1 / 2 / 3 costing 0.55 / 0.7 / 0.835
+// (in thousandths below, so that no rounding decides a tie). 3xTF32 always takes small: its large tile
+// is 128 x 64, so small tiles are at most twice as many, and ran faster on every shape timed.
+// `bmm_paths.py` (H100, flushed us, small / large, large blocks on the busiest SM): bf16 1 x 474 x 138 x
+// 202 11.5 / 16.3 (1), 2 x 8192 x 30 x 4096 108 / 125 (1), 8 x 96 x 2174 x 1410 87 / 110 (2) and its TF32
+// NT 136 / 201, 3xTF32 209 / 314 (3); 3xTF32 4 x 386 x 2153 x 715 NT 165 / 231 (5), 4 x 3123 x 2188 x 734
+// 974 / 1185 (27), 8192 x 50257 x 768 14559 / 17208 (382); large ahead on bf16 4 x 1000 x 2153 x 715 (5,
+// i.e. 4.1 waves: 196 / 189), 4 x 1500 / 2200 / 3123 x 2188 x 734 (7, 10, 14: 184 / 179, 260 / 251, 354 /
+// 339) and 8192 x 768 x 50257 (3 over K = 50257: 8183 / 5731). NOTES.md, mma.sync.
 template <class Atom>
 TileSize tile_size(const BmmProblem& p, int tile) {
+  TILES_CHECK(tile == 0 || tile == 64 || tile == 128, "tiles::bmm: the mma kernel's tile is 64 or 128, got ", tile);
   if (tile != 0) return tile == 64 ? TileSize::small : TileSize::large;
-  using Large = typename ConfigFor<Atom, TileSize::large>::type;
-  // 3xTF32's large tile is 128 x 64, half the others', so a round of small blocks costs more against it.
-  constexpr double kSmallRound16[4] = {0, 0.55, 0.7, 0.835}, kSmallRound3x[4] = {0, 0.6, 0.9, 1.2};
-  const double* small_round = std::is_same_v<Atom, Tf32x3> ? kSmallRound3x : kSmallRound16;
-  const int64_t sms = sm_count();
-  const int64_t large = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
-  const int64_t small = (p.m + 63) / 64 * ((p.n + 63) / 64) * p.batch;
-  const int64_t large_per_sm = (large + sms - 1) / sms, small_per_sm = (small + sms - 1) / sms;
-  const double small_cost = double(small_per_sm / 3) * small_round[3] + small_round[small_per_sm % 3];
-  return small_cost < 0.95 * double(large_per_sm) ? TileSize::small : TileSize::large;
+  if (compute_capability(p.out.get_device()) != 90) return TileSize::large;
+  if constexpr (std::is_same_v<Atom, Tf32x3>) {
+    return TileSize::small;
+  } else {
+    using Large = typename ConfigFor<Atom, TileSize::large>::type;
+    constexpr int64_t kSmallRound[3] = {0, 550, 700}, kSmallRoundOf3 = 835;  // thousandths of a large block
+    const int64_t sms = sm_count();
+    const int64_t large = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
+    const int64_t small = (p.m + 63) / 64 * ((p.n + 63) / 64) * p.batch;
+    const int64_t large_per_sm = (large + sms - 1) / sms, small_per_sm = (small + sms - 1) / sms;
+    const int64_t small_cost = small_per_sm / 3 * kSmallRoundOf3 + kSmallRound[small_per_sm % 3];
+    return 20 * small_cost < 19 * 1000 * large_per_sm ? TileSize::small : TileSize::large;  // under 0.95
+  }
 }
 
 template <class Atom>
@@ -173,7 +181,9 @@ void run(const BmmProblem& p, int tile) {
       q.c = partials.data_ptr();
     }
   }
-  launch_width<Atom>(q, p, la, lb, tile_size<Atom>(p, tile));
+  // float64 runs the DMMA kernel, of one tile: the size is not its to pick.
+  const TileSize size = std::is_same_v<Atom, F64> ? TileSize::small : tile_size<Atom>(p, tile);
+  launch_width<Atom>(q, p, la, lb, size);
   if (partials.defined()) sum_splits<double, double>(p.out.data_ptr<double>(), partials, p.batch * p.m * p.n, q.splits);
 }
 

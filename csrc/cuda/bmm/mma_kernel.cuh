@@ -54,8 +54,9 @@ enum class TileSize { large, small };
 
 // Block and warp tiles per atom and size (bmm/mma.cu tile_size picks one). Large: 128 x 128 blocks of
 // eight 64 x 32 warps (64 accumulators each) for TF32 and 16-bit, one block per SM (180-220 registers).
-// Small: 64 x 64 blocks of four 32 x 32 warps, three per SM (168 registers: at four, 128, the 16-bit ones
-// with 4- and 8-byte copies spilled 8-32 bytes). One large block per SM is bound by its warps' latency
+// Small: 64 x 64 blocks of four 32 x 32 warps, three per SM on sm_90 (at most 168 registers, 40-55 KB
+// of shared memory; at four, 128 registers, the 16-bit ones with 4- and 8-byte copies spilled 8-32
+// bytes; sm_80 / sm_86 / sm_89 fit fewer and take large tiles). One large block per SM is bound by its warps' latency
 // (ncu, 1 x 474 x 138 x 202 bf16: 8 blocks, 2 warps per scheduler, an instruction issued every 7.9
 // cycles, ~1 us per k-tile with 16-byte copies as with 4-byte ones), so small tiles run faster except on
 // grids of many waves. (fp64 runs its own kernel: bmm/dmma_kernel.cuh.)

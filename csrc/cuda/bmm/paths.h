@@ -43,8 +43,6 @@ namespace general {
 // `tile`: the output tile edge, 0 to let the kernel pick (32 for small products that would leave SMs
 // idle, else 64), 32 or 64 to force one (tests and benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
-// The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or "128x64" (3xTF32).
-const char* tile(const BmmProblem& p);
 }
 
 namespace thin {
@@ -88,11 +86,12 @@ const char* tile(const BmmProblem& p);
 
 namespace mma {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-// `tile`: the block tile edge, 0 to let the kernel pick (64 x 64 where its blocks on the busiest SM cost
-// less than 128 x 128's, 128 x 64's for 3xTF32; float64 has one tile), 64 or 128 to force one (tests and
-// benchmarks, through tiles::_bmm_on_path).
+// `tile`: the block tile edge, 0 to let the kernel pick (on sm_90: 64 x 64 where its blocks on the
+// busiest SM cost under 0.95 of 128 x 128's, and always for 3xTF32, whose large tile is 128 x 64; 128
+// elsewhere; float64 has one tile), 64 or 128 to force one (tests and benchmarks, _bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
-// The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or "128x64" (3xTF32).
+// The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or (3xTF32 off sm_90)
+// "128x64".
 const char* tile(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".

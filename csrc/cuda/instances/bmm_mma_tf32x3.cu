@@ -1,6 +1,5 @@
-// The mma.sync bmm kernels of large tiles (bmm/mma_launch.cuh) with the Tf32x3 atom, all four operand major
-// orders, 16- and 4-byte copies;
-// 8-byte copies with an M-major a only (bmm/mma.cu, narrower_copies).
+// The mma.sync bmm kernels of large tiles (bmm/mma_launch.cuh) with the Tf32x3 atom, all four operand
+// major orders, 16- and 4-byte copies; 8-byte copies with an M-major a only (bmm/mma.cu, narrower_copies).
 #include "cuda/bmm/mma_launch.cuh"
 
 namespace tiles::cuda::mma {
