@@ -261,10 +261,12 @@ def mma_copy_widths():
         for k in (ks if dev == "cuda" else ()):
             a, w = rand(2, 302, k, dtype=dtype), rand(2, k, 1002, dtype=dtype)
             for name, x, y in [("row b", a, w), ("col b", a, w.mT.contiguous().mT), ("col a", a.mT.contiguous().mT, w)]:
-                # on the mma kernel by name (bmm's path for them in the label; float32 products this
-                # small stay on it, larger ones may take the Hopper kernel's copies: hopper_float32_copied)
-                check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [mma; bmm: {T._bmm_path(x, y)}]",
-                      on_path(x, y, "mma"), x.double() @ y.double(), tol * k ** 0.5)
+                # on the mma kernel by name, at each tile size (bmm's path for them in the label; float32
+                # products this small stay on it, larger ones may take the Hopper kernel's copies:
+                # hopper_float32_copied)
+                for path in ("mma-64", "mma-128"):
+                    check(f"bmm {dtype} {precision} 2x302x{k}x1002 {name} [{path}; bmm: {T._bmm_path(x, y)}]",
+                          on_path(x, y, path), x.double() @ y.double(), tol * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)
 
 
