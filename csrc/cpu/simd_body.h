@@ -19,6 +19,7 @@ template <int B> struct Vec {
   typedef float f __attribute__((vector_size(B)));
   typedef double d __attribute__((vector_size(B)));
   typedef uint32_t u __attribute__((vector_size(B)));
+  typedef int32_t i __attribute__((vector_size(B)));
   typedef uint16_t h __attribute__((vector_size(B / 2)));  // one 16-bit value per float lane
 };
 using vf = Vec<kBytes>::f;
@@ -529,9 +530,9 @@ template <int B, class S> inline typename Vec<B>::f load_partial(const S* p, int
   return load_floats<B>(buf);
 }
 
-// float32 row sums stream 256 bits at a time on AVX-512 sets too, as PyTorch's do: 512-bit loads
-// streamed slower on Zen 4 (NOTES.md, CPU kernels). The half types, converted in the loop, take the
-// full width.
+// float32 row sums (and max / min) stream 256 bits at a time on AVX-512 sets too, as PyTorch's do:
+// 512-bit loads streamed slower on Zen 4 (NOTES.md, CPU kernels). The half types, converted in the
+// loop, take the full width.
 template <class S> constexpr int kRowSumBytes = std::is_same_v<S, float> && kBytes > 32 ? 32 : kBytes;
 
 // The reduction of n unit-stride elements into the running value `acc` (of type A), with 4 vector
@@ -605,13 +606,15 @@ template <ReduceFn F, class S, class A>
     // one) and whether any element was NaN is kept apart: the largest |x| bit pattern seen, since
     // every NaN's lies above infinity's. One compare and two integer ops per vector instead of vmax's
     // NaN-propagating blends. The tail is padded with the row's last element, which changes neither.
+    // float32 streams at the row sums' width (256 bits on AVX-512 sets), the half types at full width.
     static_assert(std::is_same_v<A, float>);
-    using V = vf;
-    using M = vi;
+    constexpr int B = kRowSumBytes<S>, W = B / 4;
+    using V = typename Vec<B>::f;
+    using M = typename Vec<B>::i;
     const auto pick = [](auto a, auto b) { return F == ReduceFn::Max ? kLarger(a, b) : kSmaller(a, b); };
     constexpr int32_t kAbs = 0x7fffffff;  // all bits but the sign
     constexpr int32_t kInf = 0x7f800000;
-    constexpr int W = lanes<A>;
+    auto load = [&](int64_t k) { return load_floats<B>(p + k); };
     if (n >= W) {
       V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
       M nan = M{};
@@ -621,13 +624,13 @@ template <ReduceFn F, class S, class A>
       };
       int64_t j = 0;
       for (; j + 4 * W <= n; j += 4 * W) {
-        take(v0, Io<S>::load(p + j));
-        take(v1, Io<S>::load(p + j + W));
-        take(v2, Io<S>::load(p + j + 2 * W));
-        take(v3, Io<S>::load(p + j + 3 * W));
+        take(v0, load(j));
+        take(v1, load(j + W));
+        take(v2, load(j + 2 * W));
+        take(v3, load(j + 3 * W));
       }
-      for (; j + W <= n; j += W) take(v0, Io<S>::load(p + j));
-      if (j < n) take(v1, load_partial<kBytes>(p + j, n - j, p[n - 1]));
+      for (; j + W <= n; j += W) take(v0, load(j));
+      if (j < n) take(v1, load_partial<B>(p + j, n - j, p[n - 1]));
       acc = R::combine(acc, hreduce(pick(pick(v0, v1), pick(v2, v3)), pick));
       return hreduce(nan, kLarger) > kInf ? std::numeric_limits<A>::quiet_NaN() : acc;
     }
