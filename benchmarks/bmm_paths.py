@@ -185,7 +185,7 @@ def run_case(case, device):
     a, b = case.operands(device)
     ref = torch.matmul(a.double(), b.double())
     flushed, b2b = timed(lambda: torch.matmul(a, b), device)
-    line = f"{case.name():<30} {T._bmm_path(a, b)[:30]:<30} torch {flushed:7.1f} / {b2b:7.1f} |"
+    line = f"{case.name():<30} {T._bmm_path(a, b)[:42]:<42} torch {flushed:7.1f} / {b2b:7.1f} |"
     paths = PATHS if device == "cuda" else ("bmm",)
     for path in paths:
         if path == "mma-128" and case.dtype == torch.float64:  # the DMMA kernel has one tile
