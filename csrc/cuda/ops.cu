@@ -1,5 +1,8 @@
 // Registers the CUDA kernels for the tiles operators. Each entry point makes the inputs' device
 // current (kernels then launch on that device's current stream) before the shared entry body runs.
+#include <algorithm>
+#include <iterator>
+
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -82,31 +85,49 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
   }
 }
 
+// The paths _bmm_on_path takes by name: a kernel, and for two of them a forced tile size (0: the kernel
+// picks). "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise.
+struct NamedPath {
+  c10::string_view name;
+  Path kernel;
+  int tile;
+};
+constexpr NamedPath kNamedPaths[] = {
+    {"hopper", Path::hopper, 0}, {"mma", Path::mma, 0},         {"mma-64", Path::mma, 64},
+    {"mma-128", Path::mma, 128}, {"thin", Path::thin, 0},       {"general", Path::general, 0},
+    {"general-32", Path::general, 32}, {"general-64", Path::general, 64}};
+
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
   const BmmProblem p = make_bmm_problem(a, b);
+  const NamedPath* named = std::find_if(std::begin(kNamedPaths), std::end(kNamedPaths),
+                                        [&](const NamedPath& n) { return n.name == path; });
+  TILES_CHECK(named != std::end(kNamedPaths),
+              "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'mma-64', 'mma-128', 'thin', 'general', "
+              "'general-32' or 'general-64', got '", std::string(path), "'");
   const char* why = "";
-  // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise.
   const bool tf32 = p.out.scalar_type() == at::kFloat;
-  if (path == "hopper") {
-    TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
-                "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
-  } else if (path == "mma" || path == "mma-64" || path == "mma-128") {
-    TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
-  } else if (path == "thin") {
-    TILES_CHECK(thin::suits(p), "tiles::_bmm_on_path: the thin path cannot take these operands: K is over 16 ",
-                "and M and N over 4 (over 8 where K is at least 64)");
-  } else {
-    TILES_CHECK(path == "general" || path == "general-32" || path == "general-64",
-                "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'mma-64', 'mma-128', 'thin', 'general', "
-                "'general-32' or 'general-64', got '", std::string(path), "'");
+  switch (named->kernel) {
+    case Path::hopper:
+      TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
+                  "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
+      break;
+    case Path::mma:
+      TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);
+      break;
+    case Path::thin:
+      TILES_CHECK(thin::suits(p), "tiles::_bmm_on_path: the thin path cannot take these operands: K is over 16 ",
+                  "and M and N over 4 (over 8 where K is at least 64)");
+      break;
+    default: break;  // the general kernel takes anything
   }
   if (p.out.numel() == 0) return p.out;
-  if (path == "hopper") tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p);
-  else if (path == "mma" || path == "mma-64" || path == "mma-128")
-    mma::bmm(p, path == "mma-64" ? 64 : path == "mma-128" ? 128 : 0);
-  else if (path == "thin") thin::bmm(p);
-  else general::bmm(p, path == "general-32" ? 32 : path == "general-64" ? 64 : 0);
+  switch (named->kernel) {
+    case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p); break;
+    case Path::mma: mma::bmm(p, named->tile); break;
+    case Path::thin: thin::bmm(p); break;
+    default: general::bmm(p, named->tile);
+  }
   return p.out;
 }
 

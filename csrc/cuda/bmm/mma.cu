@@ -146,10 +146,11 @@ TileSize tile_size(const BmmProblem& p, int tile) {
     return TileSize::small;
   } else {
     using Large = typename ConfigFor<Atom, TileSize::large>::type;
+    using Small = typename ConfigFor<Atom, TileSize::small>::type;
     constexpr int64_t kSmallRound[3] = {0, 550, 700}, kSmallRoundOf3 = 835;  // thousandths of a large block
     const int64_t sms = sm_count();
-    const int64_t large = (p.m + Large::BM - 1) / Large::BM * ((p.n + Large::BN - 1) / Large::BN) * p.batch;
-    const int64_t small = (p.m + 63) / 64 * ((p.n + 63) / 64) * p.batch;
+    auto blocks = [&](int64_t bm, int64_t bn) { return (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn) * p.batch; };
+    const int64_t large = blocks(Large::BM, Large::BN), small = blocks(Small::BM, Small::BN);
     const int64_t large_per_sm = (large + sms - 1) / sms, small_per_sm = (small + sms - 1) / sms;
     const int64_t small_cost = small_per_sm / 3 * kSmallRoundOf3 + kSmallRound[small_per_sm % 3];
     return 20 * small_cost < 19 * 1000 * large_per_sm ? TileSize::small : TileSize::large;  // under 0.95
