@@ -12,11 +12,12 @@ neither operand is K-major; ``hopper-wgmma <kind> copied`` when an operand's str
 output spans 128 rows and columns, under "highest" only where b's tiles are transposed). float64 takes
 the mma.sync kernel (DMMA) on sm_80 and newer, and so do 16-bit operands whose strides or base are not
 16-byte aligned, and float32 ones that the Hopper kernel does not take (``mma-sync <kind> unaligned 8-byte`` / ``4-byte`` where such copies
-divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
+divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one; `` split-k`` after
+it where few tiles over a long K split K). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
 the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can (or, for
-a K of 9 to 16 over few outputs, the mma.sync kernel). Few output tiles over a long K, float32 products
-of at most 2^24 multiply-adds under the "highest" precision, TF32 ones the mma.sync kernel would copy
-narrower than 16 bytes, and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
+a K of 9 to 16 over few outputs, the mma.sync kernel). Float32 products of at most 2^24 multiply-adds
+under the "highest" precision, TF32 ones the mma.sync kernel would copy narrower than 16 bytes, and
+everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
 runs one named path, so each is tested on every dtype it can take (the mma.sync kernel on bf16 / fp16
 too: the path sm_80 GPUs run). Outputs are checked element by element, and each call's output memory is first
 filled with NaN through the caching allocator, so an output element the kernel never wrote fails.
@@ -468,9 +469,8 @@ MMA_KINDS = {
     (torch.float32, "high"): ("tf32", Tol(rtol=2e-3, atol=1e-5)),
     (torch.float64, "highest"): ("f64", None),
 }
-MMA_SHAPES = SHAPES + [(1, 65, 33, 0), (2, 1, 1, 1), (3, 17, 9, 5)]
-# What bmm takes instead of the mma kernel for few output tiles over a long K (e.g. 300 x 520 x 1000).
-SPLIT_K = "general: few output tiles over a long K (split-K)"
+# (2, 70, 40, 3000): few tiles over a long K, which the kernel splits (mma_splits_k) at either tile size.
+MMA_SHAPES = SHAPES + [(1, 65, 33, 0), (2, 1, 1, 1), (3, 17, 9, 5), (2, 70, 40, 3000)]
 
 
 def poisoned_on_path(a, b, path):
@@ -512,10 +512,14 @@ def check_mma_kind(kind, a, b, paths=None):
     try:
         path = torch.ops.tiles._bmm_path(a, b)
         small = small_float32(a, b)
+        splits = path.startswith("mma-sync") and mma_splits_k(a, b)
         outs = {name: poisoned_on_path(a, b, name) for name in mma_paths(dtype)}
     finally:
         torch.set_float32_matmul_precision(old)
     thin = thin_path(a, b)
+    if path.startswith("mma-sync"):  # " split-k" where the kernel splits K (mma_splits_k), else nothing
+        assert path.endswith(" split-k") == splits, path
+        path = path.removesuffix(" split-k")
     assert paths is None or (path == thin if thin else path == small if small else path in paths), path
     for name, out in outs.items():
         assert_bmm_close(out, a, b, MMA_KINDS[kind][1], msg=name)
@@ -532,7 +536,7 @@ def test_mma_path(kind, shape, layouts):
     a = mma_operand(layouts[0], batch, m, k, dtype)
     b = mma_operand(layouts[1], batch, k, n, dtype)
     # bmm's own path is checked for float32 / float64 (bf16 / fp16 take the Hopper kernel on an H100)
-    paths = ((f"mma-sync {name}", f"hopper-wgmma {name}", f"hopper-wgmma {name} split-k", SPLIT_K)
+    paths = ((f"mma-sync {name}", f"hopper-wgmma {name}", f"hopper-wgmma {name} split-k")
              if dtype in (torch.float32, torch.float64) else None)
     check_mma_kind(kind, a, b, paths)
 
@@ -584,6 +588,51 @@ def mma_tile(a, b):
     small = -(-(-(-m // 64) * -(-n // 64) * batch) // sms)
     cost = small // 3 * MMA_SMALL_ROUND[3] + MMA_SMALL_ROUND[small % 3]
     return "64x64" if 20 * cost < 19 * 1000 * large else f"{rows}x{cols}"
+
+
+def f64_k_splits(tiles, k_tiles, outputs, sms):
+    """The DMMA kernel's split count (bmm/mma.cu f64_k_splits): the cheapest by its cost per round of
+    one to three blocks on the busiest SM, plus the partials' round trip; a tenth must be saved."""
+    round_us = (0, 0.49, 0.80, 1.08)
+
+    def cost(slices, per):
+        blocks = -(-(tiles * slices) // sms)
+        us = float(per) * (float(blocks // 3) * round_us[3] + round_us[blocks % 3])
+        return us + (float(slices * outputs) * 16 / 2.5e6 + 4 if slices > 1 else 0)
+
+    whole = cost(1, k_tiles)
+    best, best_us = 1, whole
+    for splits in range(2, 17):
+        per = -(-k_tiles // splits)
+        if per < 8:
+            break
+        used = -(-k_tiles // per)
+        if used * outputs > 2 ** 24:
+            break
+        us = cost(used, per)
+        if us < best_us:
+            best, best_us = used, us
+    return best if best_us < 0.9 * whole else 1
+
+
+def mma_splits_k(a, b):
+    """Whether the mma kernel splits K for a and b at the tile bmm picks (bmm/mma.cu k_splits): float64 by
+    f64_k_splits; the others where their blocks are fewer than the SMs, in slices of at least 8 k-tiles,
+    enough to fill the SMs' block slots (three small blocks or one large), partials at most 2^23."""
+    m, n, k, batch, sms = a.shape[-2], b.shape[-1], a.shape[-1], batch_of(a, b), sm_count()
+    kind = mma_kind_name(a.dtype)
+    if k == 0:
+        return False
+    if kind == "f64":
+        return f64_k_splits(-(-m // 64) * -(-n // 64) * batch, -(-k // 16), batch * m * n, sms) > 1
+    small = mma_tile(a, b) == "64x64"
+    rows, cols = (64, 64) if small else MMA_LARGE_TILES[kind]
+    depth = 16 if kind == "tf32" else 32
+    blocks = -(-m // rows) * -(-n // cols) * batch
+    if blocks >= sms:
+        return False
+    wanted = -(-((3 if small else 1) * sms) // blocks)
+    return min(wanted, k // (8 * depth), 2 ** 23 // max(batch * m * n, 1), 64) > 1
 
 
 @requires_cuda
@@ -718,7 +767,7 @@ def test_mma_path_unaligned(kind_step, shape, layouts):
     names = {unaligned_path_name(kind, step)}
     if 1 in (m, n, k):  # a dim of size 1 leaves either order to the classifier, and its stride is not ours
         names |= {unaligned_path_name(kind, 1), unaligned_path_name(kind, 2)}
-    check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, a, b, (*names, SPLIT_K)))
+    check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, a, b, names))
 
 
 def eight_byte_operand(layout, batch, rows, cols, dtype):
@@ -754,7 +803,7 @@ def test_mma_path_8_byte_copies(kind, shape, layouts):
     a = eight_byte_operand(layouts[0], batch, m, k, kind[0])
     b = eight_byte_operand(layouts[1], batch, k, n, kind[0])
     width = 4 if kind == (torch.float32, "highest") and layouts[0] == "row" else 8
-    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte", SPLIT_K))
+    check_mma_kind(kind, a, b, (f"mma-sync {MMA_KINDS[kind][0]} unaligned {width}-byte",))
 
 
 # Few 64 x 64 output tiles over a long K, which the DMMA kernel splits into slices of K (bmm/mma.cu,
@@ -791,16 +840,15 @@ def test_mma_copy_width_is_the_narrower_operands(dtype):
 
 @requires_cuda
 def test_choice_between_mma_and_split_k():
-    # Few output tiles over a long K go to the general kernel's split-K, unless thin (at most 4 columns
-    # or rows: the thin kernel's split-K) or float64 (the DMMA kernel's own split-K); many tiles to the
-    # mma kernel.
+    # Few output tiles over a long K: the mma kernel splits K itself (the DMMA one for float64), unless
+    # thin (at most 4 columns or rows: the thin kernel's split-K); many tiles are not split.
     mma_expected()
     few = (make_tensor((1, 92, 1858), torch.bfloat16, "cuda"), make_tensor((1, 1858, 24), torch.bfloat16, "cuda"))
-    assert torch.ops.tiles._bmm_path(*few) == SPLIT_K
+    assert torch.ops.tiles._bmm_path(*few) == "mma-sync bf16 unaligned 4-byte split-k"
+    assert mma_splits_k(*few)
     assert_bmm_close(poisoned_bmm(*few), *few)
-    # float64 takes the DMMA kernel there, which splits K itself
     few64 = tuple(t.double() for t in few)
-    assert torch.ops.tiles._bmm_path(*few64) == "mma-sync f64"
+    assert torch.ops.tiles._bmm_path(*few64) == "mma-sync f64 split-k"
     assert_bmm_close(poisoned_bmm(*few64), *few64)
     dtype = torch.bfloat16
     vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
@@ -1000,7 +1048,7 @@ def check_copied(a, b, name, tol):
     elif copies_preferred(a, b, torch.get_float32_matmul_precision()):
         assert path.startswith(f"hopper-wgmma {name} copied"), path
     else:
-        assert path.startswith(f"mma-sync {name} unaligned") or path == SPLIT_K, path
+        assert path.startswith(f"mma-sync {name} unaligned"), path
     out = poisoned_on_path(a, b, "hopper")
     assert_bmm_close(out, a, b, tol)
     assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))

@@ -67,7 +67,8 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
     case Path::mma: {
       const int bytes = mma::copy_bytes(p);
       return std::string("mma-sync ") + mma::kind(p) +
-             (bytes == 16 ? "" : bytes >= 4 ? " unaligned " + std::to_string(bytes) + "-byte" : " unaligned");
+             (bytes == 16 ? "" : bytes >= 4 ? " unaligned " + std::to_string(bytes) + "-byte" : " unaligned") +
+             (mma::splits_k(p) ? " split-k" : "");
     }
     case Path::general: break;
   }

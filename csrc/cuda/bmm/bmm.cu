@@ -8,9 +8,10 @@ namespace tiles::cuda {
 
 namespace {
 
-// Whether the general kernel beats the mma kernel: few 128 x 128 output tiles over a long K, which
-// the general kernel splits over the idle multiprocessors (split-K) and the mma kernel walks on one
-// block per tile (e.g. 92 x 40 x 1858: one block, 116 k-tiles in a row).
+// Few 128 x 128 output tiles over a long K: the mma kernel splits K over the idle multiprocessors
+// itself (bmm/mma.cu; until the general kernel's split-K took these, e.g. 92 x 40 x 1858, one block
+// walking 116 k-tiles in a row), where the Hopper TF32 kernel's copies of an operand TMA cannot
+// address lost to it (1 x 768 x 10 x 50257 NT: 570 us against the general kernel's split-K 276).
 bool few_tiles_long_k(const BmmProblem& p) {
   const int64_t tiles = (p.m + 127) / 128 * ((p.n + 127) / 128) * p.batch;
   return tiles * 8 < sm_count() && p.k >= 256;
@@ -91,12 +92,8 @@ Path choose_path(const BmmProblem& p, const char** why) {
     if (why) *why = "small TF32 product on unaligned operands";
     return Path::general;
   }
-  // float64's DMMA kernel splits K itself (bmm/mma.cu), faster than the general kernel's split-K.
-  if (few_tiles_long_k(p) && p.out.scalar_type() != at::kDouble) {
-    if (why) *why = "few output tiles over a long K (split-K)";
-    return Path::general;
-  }
-  return long_k_tf32_on_hopper_copies(p) ? Path::hopper_tf32 : Path::mma;
+  // The mma kernel splits few tiles over a long K itself (bmm/mma.cu), as the DMMA one does.
+  return long_k_tf32_on_hopper_copies(p) && !few_tiles_long_k(p) ? Path::hopper_tf32 : Path::mma;
 }
 
 void bmm(const BmmProblem& p) {

@@ -157,10 +157,64 @@ TileSize tile_size(const BmmProblem& p, int tile) {
   }
 }
 
+// How many slices of K the tensor-core atoms' kernel walks as blocks of their own (fp64: f64_k_splits).
+// Only where its blocks (at `size`) are fewer than the SMs: slices of at least 8 k-tiles, enough of them
+// to fill the SMs' block slots (three small blocks or one large a SM), float partials of at most 2^23
+// elements (split_k.cuh fill_k_splits, the general kernel's rule). Few blocks over a long K (2 x 633 x
+// 10 x 944, 1 x 768 x 10 x 50257) went to the general kernel's split-K before.
+template <class Atom>
+int tensor_core_k_splits(const BmmProblem& p, TileSize size) {
+  if constexpr (std::is_same_v<Atom, F64>) {
+    return 1;
+  } else {
+    using Small = typename ConfigFor<Atom, TileSize::small>::type;
+    using Large = typename ConfigFor<Atom, TileSize::large>::type;
+    const bool small = size == TileSize::small;
+    const int64_t bm = small ? Small::BM : Large::BM, bn = small ? Small::BN : Large::BN;
+    const int64_t bk = small ? Small::BK : Large::BK;
+    const int64_t blocks = (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn) * p.batch;
+    if (p.k == 0 || blocks >= sm_count()) return 1;
+    return int(fill_k_splits(blocks, p.k, 8 * bk, p.batch * p.m * p.n, small ? 3 : 1));
+  }
+}
+
+// The k-tile depth of the kernel that runs p at `size`: what a slice of K must be a multiple of.
+template <class Atom>
+int64_t k_tile_depth(TileSize size) {
+  if constexpr (std::is_same_v<Atom, F64>) return dmma::BK;
+  else if (size == TileSize::small) return ConfigFor<Atom, TileSize::small>::type::BK;
+  else return ConfigFor<Atom, TileSize::large>::type::BK;
+}
+
+// The split count of p at `size`: f64_k_splits for the DMMA kernel, else tensor_core_k_splits.
+template <class Atom>
+int k_splits(const BmmProblem& p, TileSize size) {
+  if constexpr (std::is_same_v<Atom, F64>) {
+    if (p.k == 0) return 1;
+    const int64_t tiles = (p.m + dmma::BM - 1) / dmma::BM * ((p.n + dmma::BN - 1) / dmma::BN) * p.batch;
+    return f64_k_splits(tiles, (p.k + dmma::BK - 1) / dmma::BK, p.batch * p.m * p.n, sm_count());
+  } else {
+    return tensor_core_k_splits<Atom>(p, size);
+  }
+}
+
+// Adds the slices' partials (float, or double for float64) into p's output, in slice order.
+void sum_partials(const BmmProblem& p, const at::Tensor& partials, int splits) {
+  const int64_t total = p.batch * p.m * p.n;
+  switch (p.out.scalar_type()) {
+    case at::kDouble: return sum_splits<double, double>(p.out.data_ptr<double>(), partials, total, splits);
+    case at::kFloat: return sum_splits<float, float>(p.out.data_ptr<float>(), partials, total, splits);
+    case at::kBFloat16: return sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, total, splits);
+    default: return sum_splits<at::Half, float>(p.out.data_ptr<at::Half>(), partials, total, splits);
+  }
+}
+
 template <class Atom>
 void run(const BmmProblem& p, int tile) {
   using Elem = typename Atom::Elem;
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
+  // float64 runs the DMMA kernel, of one tile: the size is not its to pick.
+  const TileSize size = std::is_same_v<Atom, F64> ? TileSize::small : tile_size<Atom>(p, tile);
   Params<Elem> q{};
   q.a = static_cast<const Elem*>(p.a.const_data_ptr());
   q.b = static_cast<const Elem*>(p.b.const_data_ptr());
@@ -169,23 +223,18 @@ void run(const BmmProblem& p, int tile) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   q.k_split = p.k;
-  at::Tensor partials;  // with split-K: the slices' outputs, summed into p.out after the kernel
-  if constexpr (std::is_same_v<Atom, F64>) if (p.k > 0) {
-    constexpr int64_t kTile = dmma::BM, kDepth = dmma::BK;
-    const int64_t tiles = (p.m + kTile - 1) / kTile * ((p.n + kTile - 1) / kTile) * p.batch;
-    const int64_t k_tiles = (p.k + kDepth - 1) / kDepth, outputs = p.batch * p.m * p.n;
-    const int splits = f64_k_splits(tiles, k_tiles, outputs, sm_count());
-    if (splits > 1) {
-      q.k_split = (k_tiles + splits - 1) / splits * kDepth;
-      q.splits = int((p.k + q.k_split - 1) / q.k_split);
-      partials = at::empty({q.splits * p.batch, p.m, p.n}, p.out.options());
-      q.c = partials.data_ptr();
-    }
+  const int splits = k_splits<Atom>(p, size);
+  at::Tensor partials;  // with split-K: the slices' outputs (in the accumulator type), summed into p.out
+  if (splits > 1) {
+    const int64_t depth = k_tile_depth<Atom>(size), k_tiles = (p.k + depth - 1) / depth;
+    q.k_split = (k_tiles + splits - 1) / splits * depth;
+    q.splits = int((p.k + q.k_split - 1) / q.k_split);
+    const auto acc_type = p.out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    partials = at::empty({q.splits * p.batch, p.m, p.n}, p.out.options().dtype(acc_type));
+    q.c = partials.data_ptr();
   }
-  // float64 runs the DMMA kernel, of one tile: the size is not its to pick.
-  const TileSize size = std::is_same_v<Atom, F64> ? TileSize::small : tile_size<Atom>(p, tile);
   launch_width<Atom>(q, p, la, lb, size);
-  if (partials.defined()) sum_splits<double, double>(p.out.data_ptr<double>(), partials, p.batch * p.m * p.n, q.splits);
+  if (partials.defined()) sum_partials(p, partials, q.splits);
 }
 
 }  // namespace
@@ -224,6 +273,17 @@ template <class Atom>
 const char* tile_name(const BmmProblem& p) {
   if (tile_size<Atom>(p, 0) == TileSize::small) return "64x64";
   return ConfigFor<Atom, TileSize::large>::type::BN == 64 ? "128x64" : "128x128";
+}
+
+bool splits_k(const BmmProblem& p) {
+  switch (p.out.scalar_type()) {
+    case at::kDouble: return k_splits<F64>(p, TileSize::small) > 1;
+    case at::kFloat:
+      return float32_as_tf32() ? k_splits<Tf32>(p, tile_size<Tf32>(p, 0)) > 1
+                               : k_splits<Tf32x3>(p, tile_size<Tf32x3>(p, 0)) > 1;
+    case at::kBFloat16: return k_splits<Half16<true>>(p, tile_size<Half16<true>>(p, 0)) > 1;
+    default: return k_splits<Half16<false>>(p, tile_size<Half16<false>>(p, 0)) > 1;
+  }
 }
 
 const char* tile(const BmmProblem& p) {

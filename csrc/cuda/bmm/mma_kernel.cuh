@@ -35,8 +35,8 @@ struct Params {
   int64_t a_batch, a_ld;      // a's batch stride (0: broadcast) and the stride of its non-unit dim
   int64_t b_batch, b_ld;
   int tiles_m, tiles_n;
-  // Split-K (the fp64 kernel only): slices of k_split of K, each written to its own output matrices
-  // c[split][batch][m][n] and summed afterwards.
+  // Split-K: slices of k_split of K (a multiple of the k-tile), each written to its own output matrices
+  // c[split][batch][m][n] (in the accumulator type) and summed afterwards.
   int splits = 1;
   int64_t k_split = 0;
 };
@@ -269,18 +269,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
 
   const TileOrigin origin = grouped_tile_origin(blockIdx.x, p.tiles_m, p.tiles_n, Cfg::BM, Cfg::BN);
   const int64_t m0 = origin.m0, n0 = origin.n0;
-  const int k_tiles = int((p.k + Cfg::BK - 1) / Cfg::BK);
-
-  for (int64_t bi = blockIdx.y; bi < p.batch; bi += gridDim.y) {
-    const Elem* a = p.a + bi * p.a_batch;
-    const Elem* b = p.b + bi * p.b_batch;
+  // z = split * batch + bi: output matrix z, from K's slice [k0, k0 + k) of batch entry bi. Without
+  // split-K (splits 1) the slice is all of K and z is bi.
+  for (int64_t z = blockIdx.y; z < p.batch * p.splits; z += gridDim.y) {
+    const int64_t bi = z % p.batch, k0 = z / p.batch * p.k_split, k = std::min(p.k - k0, p.k_split);
+    const int k_tiles = int((k + Cfg::BK - 1) / Cfg::BK);
+    // Each operand matrix from its slice's first k (k_split is a multiple of BK: no alignment is lost).
+    const Elem* a = p.a + bi * p.a_batch + (kMnA ? k0 * p.a_ld : k0);
+    const Elem* b = p.b + bi * p.b_batch + (kMnB ? k0 * p.b_ld : k0);
     // From each operand matrix's element (m0, 0) / (n0, 0).
-    TileCopy<TileA, Cfg::kThreads, kCopyBytes> copy_a(a + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, p.k);
-    TileCopy<TileB, Cfg::kThreads, kCopyBytes> copy_b(b + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, p.k);
+    TileCopy<TileA, Cfg::kThreads, kCopyBytes> copy_a(a + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, k);
+    TileCopy<TileB, Cfg::kThreads, kCopyBytes> copy_b(b + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, k);
     auto stage = [&](int kt) { return smem + (kt % Cfg::kStages) * kStageElems; };
     auto begin_stage = [&](int kt) {
-      copy_a.begin(stage(kt), kt, a, p.a_ld, m0, p.m - m0, p.k);
-      copy_b.begin(stage(kt) + TileA::kElems, kt, b, p.b_ld, n0, p.n - n0, p.k);
+      copy_a.begin(stage(kt), kt, a, p.a_ld, m0, p.m - m0, k);
+      copy_b.begin(stage(kt) + TileA::kElems, kt, b, p.b_ld, n0, p.n - n0, k);
     };
     auto finish_stage = [&](int kt) {
       copy_a.finish(stage(kt));
@@ -333,8 +336,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
     cp_async_wait<0>();
     __syncthreads();  // the next batch's first copies reuse the buffers
 
+    // With split-K each slice writes its sums unrounded (Acc) to matrix z of the partials, which the
+    // host sums in slice order afterwards (bmm/mma.cu); else the output, in its own type.
     using Out = decltype(Atom::out(Acc(0)));
+    const bool partial = p.splits > 1;
     Out* c = static_cast<Out*>(p.c) + bi * p.m * p.n;
+    Acc* sums = static_cast<Acc*>(p.c) + z * p.m * p.n;
 #pragma unroll
     for (int i = 0; i < kAtomsM; ++i)
 #pragma unroll
@@ -343,7 +350,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
         for (int e = 0; e < Atom::kAcc; ++e) {
           const int64_t row = m0 + wm0 + i * Atom::M + Atom::c_row(lane, e);
           const int64_t col = n0 + wn0 + j * Atom::N + Atom::c_col(lane, e);
-          if (row < p.m && col < p.n) c[row * p.n + col] = Atom::out(acc[i][j][e]);
+          if (row >= p.m || col >= p.n) continue;
+          if (partial) sums[row * p.n + col] = acc[i][j][e];
+          else c[row * p.n + col] = Atom::out(acc[i][j][e]);
         }
   }
 #endif

@@ -93,6 +93,8 @@ void bmm(const BmmProblem& p, int tile = 0);
 // The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or (3xTF32 off sm_90)
 // "128x64".
 const char* tile(const BmmProblem& p);
+// Whether bmm(p) splits K into slices walked as blocks of their own (few blocks over a long K; mma.cu).
+bool splits_k(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".
 const char* kind(const BmmProblem& p);
