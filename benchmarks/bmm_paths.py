@@ -12,7 +12,8 @@ Presets:
   2^19 outputs; K <= 16 is thin) take the general kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
-  unit-stride dim, few output tiles over a long K (split-K), matrix-vector products.
+  unit-stride dim, few output tiles over a long K (the mma kernel's split-K, or the general kernel's
+  below two 8-k-tile slices), matrix-vector products.
 - thin: either side of the thin kernels' limits (bmm/thin.cu), bf16 and float32.
 - skinny-float32: float32 products with one side of 10 to 100 over K = 512 and 4096, and the long-K
   products with an operand TMA cannot address: the sweeps behind bmm.cu's long_k_tf32_on_hopper_copies

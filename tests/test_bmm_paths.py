@@ -469,6 +469,8 @@ MMA_KINDS = {
     (torch.float32, "high"): ("tf32", Tol(rtol=2e-3, atol=1e-5)),
     (torch.float64, "highest"): ("f64", None),
 }
+# What bmm takes for few output tiles over a K too short for the mma kernel's split (general_split_k).
+SPLIT_K = "general: few output tiles over a long K (split-K)"
 # (2, 70, 40, 3000): few tiles over a long K, which the kernel splits (mma_splits_k) at either tile size.
 MMA_SHAPES = SHAPES + [(1, 65, 33, 0), (2, 1, 1, 1), (3, 17, 9, 5), (2, 70, 40, 3000)]
 
@@ -513,6 +515,7 @@ def check_mma_kind(kind, a, b, paths=None):
         path = torch.ops.tiles._bmm_path(a, b)
         small = small_float32(a, b)
         splits = path.startswith("mma-sync") and mma_splits_k(a, b)
+        general_split = general_split_k(a, b)
         outs = {name: poisoned_on_path(a, b, name) for name in mma_paths(dtype)}
     finally:
         torch.set_float32_matmul_precision(old)
@@ -520,7 +523,10 @@ def check_mma_kind(kind, a, b, paths=None):
     if path.startswith("mma-sync"):  # " split-k" where the kernel splits K (mma_splits_k), else nothing
         assert path.endswith(" split-k") == splits, path
         path = path.removesuffix(" split-k")
-    assert paths is None or (path == thin if thin else path == small if small else path in paths), path
+    if general_split and not (thin or small):
+        assert path == SPLIT_K, path
+    else:
+        assert paths is None or (path == thin if thin else path == small if small else path in paths), path
     for name, out in outs.items():
         assert_bmm_close(out, a, b, MMA_KINDS[kind][1], msg=name)
 
@@ -621,7 +627,7 @@ def mma_splits_k(a, b):
     enough to fill the SMs' block slots (three small blocks or one large), partials at most 2^23."""
     m, n, k, batch, sms = a.shape[-2], b.shape[-1], a.shape[-1], batch_of(a, b), sm_count()
     kind = mma_kind_name(a.dtype)
-    if k == 0:
+    if k == 0 or batch * m * n == 0:
         return False
     if kind == "f64":
         return f64_k_splits(-(-m // 64) * -(-n // 64) * batch, -(-k // 16), batch * m * n, sms) > 1
@@ -633,6 +639,12 @@ def mma_splits_k(a, b):
         return False
     wanted = -(-((3 if small else 1) * sms) // blocks)
     return min(wanted, k // (8 * depth), 2 ** 23 // max(batch * m * n, 1), 64) > 1
+
+
+def general_split_k(a, b):
+    """Whether bmm sends operands the mma kernel takes to the general kernel's split-K (bmm/bmm.cu): few
+    tiles over a long K that the mma kernel would not split (not float64, whose DMMA kernel decides)."""
+    return few_tiles_long_k(a, b) and a.dtype != torch.float64 and not mma_splits_k(a, b)
 
 
 @requires_cuda
@@ -726,8 +738,8 @@ def few_tiles_long_k(a, b):
 
 
 # Under TF32, products with one operand the Hopper kernel must copy take it over a K of at least
-# LONG_K_TF32_COPIES also below `prefers`' size, unless few tiles over a long K send them to the general
-# kernel's split-K (bmm/bmm.cu long_k_tf32_on_hopper_copies); with both copied, the mma kernel.
+# LONG_K_TF32_COPIES also below `prefers`' size, unless few tiles over a long K keep them on the mma
+# kernel, which splits K (bmm/bmm.cu long_k_tf32_on_hopper_copies); with both copied, the mma kernel.
 LONG_K_TF32_COPIES = 1024
 
 
@@ -850,6 +862,10 @@ def test_choice_between_mma_and_split_k():
     few64 = tuple(t.double() for t in few)
     assert torch.ops.tiles._bmm_path(*few64) == "mma-sync f64 split-k"
     assert_bmm_close(poisoned_bmm(*few64), *few64)
+    # a K of 256 to 511: one slice of 8 k-tiles at most, so the general kernel's split-K
+    mid = (make_tensor((1, 92, 402), torch.bfloat16, "cuda"), make_tensor((1, 402, 24), torch.bfloat16, "cuda"))
+    assert general_split_k(*mid) and torch.ops.tiles._bmm_path(*mid) == SPLIT_K
+    assert_bmm_close(poisoned_bmm(*mid), *mid)
     dtype = torch.bfloat16
     vector = (make_tensor((5, 254, 3985), dtype, "cuda"), make_tensor((5, 3985, 1), dtype, "cuda"))
     head = (make_tensor((1, 512, 96), dtype, "cuda"), make_tensor((1, 96, 2003), dtype, "cuda"))  # odd N
@@ -1048,7 +1064,7 @@ def check_copied(a, b, name, tol):
     elif copies_preferred(a, b, torch.get_float32_matmul_precision()):
         assert path.startswith(f"hopper-wgmma {name} copied"), path
     else:
-        assert path.startswith(f"mma-sync {name} unaligned"), path
+        assert path.startswith(f"mma-sync {name} unaligned") or (path == SPLIT_K and general_split_k(a, b)), path
     out = poisoned_on_path(a, b, "hopper")
     assert_bmm_close(out, a, b, tol)
     assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))

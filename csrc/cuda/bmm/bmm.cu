@@ -92,7 +92,13 @@ Path choose_path(const BmmProblem& p, const char** why) {
     if (why) *why = "small TF32 product on unaligned operands";
     return Path::general;
   }
-  // The mma kernel splits few tiles over a long K itself (bmm/mma.cu), as the DMMA one does.
+  // Few tiles over a long K: the mma kernel splits K itself (bmm/mma.cu) where its slices can be 8
+  // k-tiles deep, as the DMMA one always does; a K too short for two of them (16-bit / 3xTF32 K of 256
+  // to 511) keeps the general kernel's 64-deep split-K, as before the mma kernel split (untimed since).
+  if (few_tiles_long_k(p) && p.out.scalar_type() != at::kDouble && !mma::splits_k(p)) {
+    if (why) *why = "few output tiles over a long K (split-K)";
+    return Path::general;
+  }
   return long_k_tf32_on_hopper_copies(p) && !few_tiles_long_k(p) ? Path::hopper_tf32 : Path::mma;
 }
 

@@ -173,7 +173,7 @@ int tensor_core_k_splits(const BmmProblem& p, TileSize size) {
     const int64_t bm = small ? Small::BM : Large::BM, bn = small ? Small::BN : Large::BN;
     const int64_t bk = small ? Small::BK : Large::BK;
     const int64_t blocks = (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn) * p.batch;
-    if (p.k == 0 || blocks >= sm_count()) return 1;
+    if (p.k == 0 || blocks == 0 || blocks >= sm_count()) return 1;  // (no blocks: an empty output)
     return int(fill_k_splits(blocks, p.k, 8 * bk, p.batch * p.m * p.n, small ? 3 : 1));
   }
 }
