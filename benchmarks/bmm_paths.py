@@ -26,7 +26,8 @@ Each case is B,M,N,K with a layout (NN, TN, NT, TT: T is a transposed view), tim
 median with the L2 flushed, and back to back (20 calls replayed from one CUDA graph, per call), as
 `flushed / b2b` in microseconds, on every path: hopper, the mma kernel at each tile size (mma-64,
 mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kernel at each tile width
-(general-32, general-64). Each path's error is max |out - ref| / max |ref| against float64. A path that
+(general-32, general-64); `--paths` names others (`bmm`: bmm's own pick; `mma-64 whole-k`: the mma
+kernel without its split-K). Each path's error is max |out - ref| / max |ref| against float64. A path that
 cannot take the operands prints `-`.
 """
 import argparse
@@ -182,14 +183,14 @@ def relative_error(out, ref):
     return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-300)).item()
 
 
-def run_case(case, device):
+def run_case(case, device, paths=PATHS):
     a, b = case.operands(device)
     ref = torch.matmul(a.double(), b.double())
     flushed, b2b = timed(lambda: torch.matmul(a, b), device)
     line = f"{case.name():<30} {T._bmm_path(a, b)[:42]:<42} torch {flushed:7.1f} / {b2b:7.1f} |"
-    paths = PATHS if device == "cuda" else ("bmm",)
+    paths = paths if device == "cuda" else ("bmm",)
     for path in paths:
-        if path == "mma-128" and case.dtype == torch.float64:  # the DMMA kernel has one tile
+        if path.startswith("mma-128") and case.dtype == torch.float64:  # the DMMA kernel has one tile
             continue
         call = (lambda: T.bmm(a, b)) if path == "bmm" else (lambda: T._bmm_on_path(a, b, path))
         try:
@@ -218,6 +219,9 @@ def main(argv=None):
                         help="torch.set_float32_matmul_precision for the run (default: the slow-grid "
                              "preset's, else highest)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--paths", type=lambda text: tuple(text.split(",")), default=PATHS,
+                        help="comma-separated paths to time (default: " + ",".join(PATHS) + "); 'bmm' is the "
+                             "path bmm picks, 'mma-64 whole-k' / 'mma-128 whole-k' the mma kernel without split-K")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not (torch.cuda.is_available() and torch_tiles.built_with_cuda()):
         sys.exit("bmm_paths.py needs a GPU and a CUDA build of torch_tiles (or --device cpu for a dry run)")
@@ -231,7 +235,7 @@ def main(argv=None):
     print(f"{where} | torch {torch.__version__} | float32 precision {args.precision} | times in us, "
           f"flushed / back to back")
     for case in cases:
-        run_case(case, args.device)
+        run_case(case, args.device, args.paths)
 
 
 if __name__ == "__main__":

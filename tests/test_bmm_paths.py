@@ -500,6 +500,10 @@ def mma_operand(layout, batch, rows, cols, dtype):
 MMA_TILE_PATHS = ("mma-64", "mma-128")
 
 
+# Each forced tile and the tile name mma_splits_k takes for it ("128" stands for the kind's large tile).
+WHOLE_K_TILES = (("mma-64", "64x64"), ("mma-128", "128"))
+
+
 def mma_paths(dtype):
     return ("mma",) if dtype == torch.float64 else MMA_TILE_PATHS
 
@@ -517,6 +521,9 @@ def check_mma_kind(kind, a, b, paths=None):
         splits = path.startswith("mma-sync") and mma_splits_k(a, b)
         general_split = general_split_k(a, b)
         outs = {name: poisoned_on_path(a, b, name) for name in mma_paths(dtype)}
+        # where a tile splits K, its unsplit walk too: the other side of the split rule
+        outs.update({f"{name} whole-k": poisoned_on_path(a, b, f"{name} whole-k") for name, tile in WHOLE_K_TILES
+                     if (dtype != torch.float64 or name == "mma-64") and mma_splits_k(a, b, tile)})
     finally:
         torch.set_float32_matmul_precision(old)
     thin = thin_path(a, b)
@@ -596,15 +603,22 @@ def mma_tile(a, b):
     return "64x64" if 20 * cost < 19 * 1000 * large else f"{rows}x{cols}"
 
 
-def f64_k_splits(tiles, k_tiles, outputs, sms):
-    """The DMMA kernel's split count (bmm/mma.cu f64_k_splits): the cheapest by its cost per round of
-    one to three blocks on the busiest SM, plus the partials' round trip; a tenth must be saved."""
-    round_us = (0, 0.49, 0.80, 1.08)
+# The mma kernel's split-K costs (bmm/mma.cu SplitCosts): blocks at once on one SM, a k-tile's
+# microseconds for a round of 1 .. that many blocks, the bytes of an output's partial.
+DMMA_SPLIT_COSTS = (3, (0, 0.49, 0.80, 1.08), 16)
+SMALL_TILE_SPLIT_COSTS = (3, (0, 0.55, 0.70, 0.835), 8)
+LARGE_TILE_SPLIT_COSTS = (1, (0, 1.0), 8)
+
+
+def cheapest_split(costs, blocks, k_tiles, outputs, sms):
+    """The mma kernel's split count (bmm/mma.cu cheapest_split): the cheapest by its cost per round of
+    blocks on the busiest SM, plus the partials' round trip; a tenth must be saved."""
+    per_sm, round_us, partial_bytes = costs
 
     def cost(slices, per):
-        blocks = -(-(tiles * slices) // sms)
-        us = float(per) * (float(blocks // 3) * round_us[3] + round_us[blocks % 3])
-        return us + (float(slices * outputs) * 16 / 2.5e6 + 4 if slices > 1 else 0)
+        on_sm = -(-(blocks * slices) // sms)
+        us = float(per) * (float(on_sm // per_sm) * round_us[per_sm] + round_us[on_sm % per_sm])
+        return us + (float(slices * outputs * partial_bytes) / 2.5e6 + 4 if slices > 1 else 0)
 
     whole = cost(1, k_tiles)
     best, best_us = 1, whole
@@ -621,24 +635,22 @@ def f64_k_splits(tiles, k_tiles, outputs, sms):
     return best if best_us < 0.9 * whole else 1
 
 
-def mma_splits_k(a, b):
-    """Whether the mma kernel splits K for a and b at the tile bmm picks (bmm/mma.cu k_splits): float64 by
-    f64_k_splits; the others where their blocks are fewer than the SMs, in slices of at least 8 k-tiles,
-    enough to fill the SMs' block slots (three small blocks or one large), partials at most 2^23."""
+def mma_splits_k(a, b, tile=None):
+    """Whether the mma kernel splits K for a and b at `tile` ("64x64" or the large tile; default the one
+    bmm picks, mma_tile): bmm/mma.cu k_splits."""
     m, n, k, batch, sms = a.shape[-2], b.shape[-1], a.shape[-1], batch_of(a, b), sm_count()
     kind = mma_kind_name(a.dtype)
     if k == 0 or batch * m * n == 0:
         return False
     if kind == "f64":
-        return f64_k_splits(-(-m // 64) * -(-n // 64) * batch, -(-k // 16), batch * m * n, sms) > 1
-    small = mma_tile(a, b) == "64x64"
-    rows, cols = (64, 64) if small else MMA_LARGE_TILES[kind]
-    depth = 16 if kind == "tf32" else 32
+        rows, cols, depth, costs = 64, 64, 16, DMMA_SPLIT_COSTS
+    else:
+        small = (tile or mma_tile(a, b)) == "64x64"
+        rows, cols = (64, 64) if small else MMA_LARGE_TILES[kind]
+        depth = 16 if kind == "tf32" else 32
+        costs = SMALL_TILE_SPLIT_COSTS if small else LARGE_TILE_SPLIT_COSTS
     blocks = -(-m // rows) * -(-n // cols) * batch
-    if blocks >= sms:
-        return False
-    wanted = -(-((3 if small else 1) * sms) // blocks)
-    return min(wanted, k // (8 * depth), 2 ** 23 // max(batch * m * n, 1), 64) > 1
+    return cheapest_split(costs, blocks, -(-k // depth), batch * m * n, sms) > 1
 
 
 def general_split_k(a, b):
@@ -819,7 +831,7 @@ def test_mma_path_8_byte_copies(kind, shape, layouts):
 
 
 # Few 64 x 64 output tiles over a long K, which the DMMA kernel splits into slices of K (bmm/mma.cu,
-# f64_k_splits): up to 8 slices, the last one partial (K = 2001), over 8-byte copies (odd K) too.
+# cheapest_split): up to 8 slices, the last one partial (K = 2001), over 8-byte copies (odd K) too.
 F64_SPLIT_SHAPES = [(1, 200, 300, 8192), (3, 70, 130, 2001), (2, 64, 64, 512)]
 
 

@@ -92,11 +92,14 @@ struct NamedPath {
   c10::string_view name;
   Path kernel;
   int tile;
+  bool may_split = true;  // the mma kernel's split-K; "whole-k" walks K on one block per tile
 };
 constexpr NamedPath kNamedPaths[] = {
-    {"hopper", Path::hopper, 0}, {"mma", Path::mma, 0},         {"mma-64", Path::mma, 64},
-    {"mma-128", Path::mma, 128}, {"thin", Path::thin, 0},       {"general", Path::general, 0},
-    {"general-32", Path::general, 32}, {"general-64", Path::general, 64}};
+    {"hopper", Path::hopper, 0},           {"mma", Path::mma, 0},
+    {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
+    {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
+    {"thin", Path::thin, 0},               {"general", Path::general, 0},
+    {"general-32", Path::general, 32},     {"general-64", Path::general, 64}};
 
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {
   c10::cuda::CUDAGuard guard(cuda_device(a, b));
@@ -104,8 +107,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   const NamedPath* named = std::find_if(std::begin(kNamedPaths), std::end(kNamedPaths),
                                         [&](const NamedPath& n) { return n.name == path; });
   TILES_CHECK(named != std::end(kNamedPaths),
-              "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'mma-64', 'mma-128', 'thin', 'general', "
-              "'general-32' or 'general-64', got '", std::string(path), "'");
+              "tiles::_bmm_on_path: path must be 'hopper', 'mma', 'mma-64', 'mma-128', 'mma-64 whole-k', "
+              "'mma-128 whole-k', 'thin', 'general', 'general-32' or 'general-64', got '", std::string(path), "'");
   const char* why = "";
   const bool tf32 = p.out.scalar_type() == at::kFloat;
   switch (named->kernel) {
@@ -125,7 +128,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   if (p.out.numel() == 0) return p.out;
   switch (named->kernel) {
     case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p); break;
-    case Path::mma: mma::bmm(p, named->tile); break;
+    case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
     case Path::thin: thin::bmm(p); break;
     default: general::bmm(p, named->tile);
   }

@@ -74,23 +74,35 @@ int kernel_copy_width(const BmmProblem& p, const MatrixLayout& a, const MatrixLa
   return narrower_copies(three_pass, width, a.mn_major) ? 4 : width;
 }
 
-// fp64 split-K: how many slices of K the DMMA kernel walks as output matrices of their own. Few output
-// tiles over a long K (768 x 2304 x 8192: 432 tiles of 64 x 64 on 132 SMs of three blocks each) leave
-// a tail of lone blocks that runs a third as many tiles in about half the time of a full wave. Each
-// count is costed in H100 microseconds per k-tile (16 deep) on the busiest SM, whose blocks run three
-// at a time: 1.08 us for three, 0.80 for two, 0.49 for one alone (fitted to 2048 x 1024 x 4096 and
-// 768 x 2304 x 8192), plus the partials' round trip through memory and the summing launch; a split
-// must save a tenth, since the model's tail estimate is rough. Few tiles over a long K take this rather
-// than the general kernel's split-K (bmm/general.cu), at under half its time (NOTES.md, fp64).
-int f64_k_splits(int64_t tiles, int64_t k_tiles, int64_t outputs, int sms) {
-  constexpr int kMaxSplits = 16, kBlocksPerSm = 3;
+// Split-K: how many slices of K the kernel walks as blocks of their own, each writing its partial
+// outputs (in the accumulator type) for sum_splits to add. Few output blocks over a long K leave SMs
+// idle (fp64 768 x 2304 x 8192: 432 tiles of 64 x 64 on 132 SMs of three blocks each, a tail of lone
+// blocks; bf16 2 x 633 x 10 x 944: 20 blocks walking 30 k-tiles each). Each count is costed in H100
+// microseconds per k-tile on the busiest SM, by the round of blocks it runs at a time, plus the
+// partials' round trip through memory and the summing launch; a split must save a tenth, since the
+// model's tail estimate is rough.
+struct SplitCosts {
+  int blocks_per_sm;       // that run at once on one SM
+  double round_us[4];      // a k-tile's time for a round of 1 .. blocks_per_sm blocks (index = blocks)
+  int64_t partial_bytes;   // an output's partial, written and read back
+};
+// float64's DMMA kernel, 16-deep k-tiles, fitted to 2048 x 1024 x 4096 and 768 x 2304 x 8192.
+constexpr SplitCosts kDmmaCosts{3, {0, 0.49, 0.80, 1.08}, 16};
+// The tensor-core atoms' 64 x 64 tiles (three a SM) and 128-row ones (one): a round of small blocks
+// costs tile_size's 0.55 / 0.7 / 0.835 of a large block's k-tile, ~1 us (bf16 2 x 633 x 10 x 944 on
+// 20 small blocks: 21 us over 30 k-tiles).
+constexpr SplitCosts kSmallTileCosts{3, {0, 0.55, 0.70, 0.835}, 8};
+constexpr SplitCosts kLargeTileCosts{1, {0, 1.0}, 8};
+
+int cheapest_split(const SplitCosts& c, int64_t blocks, int64_t k_tiles, int64_t outputs, int sms) {
+  constexpr int kMaxSplits = 16;
   constexpr int64_t kMinKTiles = 8, kMaxPartials = int64_t(1) << 24;
-  constexpr double kRoundUs[kBlocksPerSm + 1] = {0, 0.49, 0.80, 1.08};
   constexpr double kBytesPerUs = 2.5e6, kSumUs = 4, kMinGain = 0.9;
   auto cost = [&](int64_t slices, int64_t per) {
-    const int64_t blocks = (tiles * slices + sms - 1) / sms;  // on the busiest SM
-    double us = double(per) * (double(blocks / kBlocksPerSm) * kRoundUs[kBlocksPerSm] + kRoundUs[blocks % kBlocksPerSm]);
-    if (slices > 1) us += double(slices * outputs) * 16 / kBytesPerUs + kSumUs;  // 8 bytes out, 8 back
+    const int64_t on_sm = (blocks * slices + sms - 1) / sms;  // on the busiest SM
+    const int64_t rounds = on_sm / c.blocks_per_sm, rest = on_sm % c.blocks_per_sm;
+    double us = double(per) * (double(rounds) * c.round_us[c.blocks_per_sm] + c.round_us[rest]);
+    if (slices > 1) us += double(slices * outputs * c.partial_bytes) / kBytesPerUs + kSumUs;
     return us;
   };
   const double whole = cost(1, k_tiles);
@@ -157,45 +169,33 @@ TileSize tile_size(const BmmProblem& p, int tile) {
   }
 }
 
-// How many slices of K the tensor-core atoms' kernel walks as blocks of their own (fp64: f64_k_splits).
-// Only where its blocks (at `size`) are fewer than the SMs: slices of at least 8 k-tiles, enough of them
-// to fill the SMs' block slots (three small blocks or one large a SM), float partials of at most 2^23
-// elements (split_k.cuh fill_k_splits, the general kernel's rule). Few blocks over a long K (2 x 633 x
-// 10 x 944, 1 x 768 x 10 x 50257) went to the general kernel's split-K before.
+// The block tile's rows, columns and depth for Atom at `size` (float64: the DMMA kernel's one tile).
+struct BlockTile {
+  int64_t rows, cols, depth;
+};
 template <class Atom>
-int tensor_core_k_splits(const BmmProblem& p, TileSize size) {
+BlockTile block_tile(TileSize size) {
   if constexpr (std::is_same_v<Atom, F64>) {
-    return 1;
+    return {dmma::BM, dmma::BN, dmma::BK};
   } else {
     using Small = typename ConfigFor<Atom, TileSize::small>::type;
     using Large = typename ConfigFor<Atom, TileSize::large>::type;
-    const bool small = size == TileSize::small;
-    const int64_t bm = small ? Small::BM : Large::BM, bn = small ? Small::BN : Large::BN;
-    const int64_t bk = small ? Small::BK : Large::BK;
-    const int64_t blocks = (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn) * p.batch;
-    if (p.k == 0 || blocks == 0 || blocks >= sm_count()) return 1;  // (no blocks: an empty output)
-    return int(fill_k_splits(blocks, p.k, 8 * bk, p.batch * p.m * p.n, small ? 3 : 1));
+    if (size == TileSize::small) return {Small::BM, Small::BN, Small::BK};
+    return {Large::BM, Large::BN, Large::BK};
   }
 }
 
-// The k-tile depth of the kernel that runs p at `size`: what a slice of K must be a multiple of.
-template <class Atom>
-int64_t k_tile_depth(TileSize size) {
-  if constexpr (std::is_same_v<Atom, F64>) return dmma::BK;
-  else if (size == TileSize::small) return ConfigFor<Atom, TileSize::small>::type::BK;
-  else return ConfigFor<Atom, TileSize::large>::type::BK;
-}
-
-// The split count of p at `size`: f64_k_splits for the DMMA kernel, else tensor_core_k_splits.
+// The split count of p at `size` (cheapest_split); 1 where K is empty or the output is.
 template <class Atom>
 int k_splits(const BmmProblem& p, TileSize size) {
-  if constexpr (std::is_same_v<Atom, F64>) {
-    if (p.k == 0) return 1;
-    const int64_t tiles = (p.m + dmma::BM - 1) / dmma::BM * ((p.n + dmma::BN - 1) / dmma::BN) * p.batch;
-    return f64_k_splits(tiles, (p.k + dmma::BK - 1) / dmma::BK, p.batch * p.m * p.n, sm_count());
-  } else {
-    return tensor_core_k_splits<Atom>(p, size);
-  }
+  const int64_t outputs = p.batch * p.m * p.n;
+  if (p.k == 0 || outputs == 0) return 1;
+  const BlockTile t = block_tile<Atom>(size);
+  const SplitCosts& costs = std::is_same_v<Atom, F64> ? kDmmaCosts
+                            : size == TileSize::small ? kSmallTileCosts
+                                                      : kLargeTileCosts;
+  const int64_t blocks = (p.m + t.rows - 1) / t.rows * ((p.n + t.cols - 1) / t.cols) * p.batch;
+  return cheapest_split(costs, blocks, (p.k + t.depth - 1) / t.depth, outputs, sm_count());
 }
 
 // Adds the slices' partials (float, or double for float64) into p's output, in slice order.
@@ -210,7 +210,7 @@ void sum_partials(const BmmProblem& p, const at::Tensor& partials, int splits) {
 }
 
 template <class Atom>
-void run(const BmmProblem& p, int tile) {
+void run(const BmmProblem& p, int tile, bool may_split) {
   using Elem = typename Atom::Elem;
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
   // float64 runs the DMMA kernel, of one tile: the size is not its to pick.
@@ -223,10 +223,10 @@ void run(const BmmProblem& p, int tile) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   q.k_split = p.k;
-  const int splits = k_splits<Atom>(p, size);
+  const int splits = may_split ? k_splits<Atom>(p, size) : 1;
   at::Tensor partials;  // with split-K: the slices' outputs (in the accumulator type), summed into p.out
   if (splits > 1) {
-    const int64_t depth = k_tile_depth<Atom>(size), k_tiles = (p.k + depth - 1) / depth;
+    const int64_t depth = block_tile<Atom>(size).depth, k_tiles = (p.k + depth - 1) / depth;
     q.k_split = (k_tiles + splits - 1) / splits * depth;
     q.splits = int((p.k + q.k_split - 1) / q.k_split);
     const auto acc_type = p.out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -297,12 +297,12 @@ const char* tile(const BmmProblem& p) {
 
 int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : kernel_copy_width(p, layout_of_a(p), layout_of_b(p)); }
 
-void bmm(const BmmProblem& p, int tile) {
+void bmm(const BmmProblem& p, int tile, bool may_split) {
   switch (p.out.scalar_type()) {
-    case at::kDouble: return run<F64>(p, tile);
-    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p, tile) : run<Tf32x3>(p, tile);
-    case at::kBFloat16: return run<Half16<true>>(p, tile);
-    case at::kHalf: return run<Half16<false>>(p, tile);
+    case at::kDouble: return run<F64>(p, tile, may_split);
+    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p, tile, may_split) : run<Tf32x3>(p, tile, may_split);
+    case at::kBFloat16: return run<Half16<true>>(p, tile, may_split);
+    case at::kHalf: return run<Half16<false>>(p, tile, may_split);
     default: TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for dtype ", p.out.scalar_type());
   }
 }

@@ -89,7 +89,9 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // `tile`: the block tile edge, 0 to let the kernel pick (on sm_90: 64 x 64 where its blocks on the
 // busiest SM cost under 0.95 of 128 x 128's, and always for 3xTF32, whose large tile is 128 x 64; 128
 // elsewhere; float64 has one tile), 64 or 128 to force one (tests and benchmarks, _bmm_on_path).
-void bmm(const BmmProblem& p, int tile = 0);
+// `may_split` false walks K whole on one block per tile, where the kernel would split it (splits_k):
+// the other side of the split rule, for tests and benchmarks.
+void bmm(const BmmProblem& p, int tile = 0, bool may_split = true);
 // The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or (3xTF32 off sm_90)
 // "128x64".
 const char* tile(const BmmProblem& p);
