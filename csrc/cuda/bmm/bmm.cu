@@ -9,9 +9,10 @@ namespace tiles::cuda {
 namespace {
 
 // Few 128 x 128 output tiles over a long K: the mma kernel splits K over the idle multiprocessors
-// itself (bmm/mma.cu; until the general kernel's split-K took these, e.g. 92 x 40 x 1858, one block
-// walking 116 k-tiles in a row), where the Hopper TF32 kernel's copies of an operand TMA cannot
-// address lost to it (1 x 768 x 10 x 50257 NT: 570 us against the general kernel's split-K 276).
+// itself (bmm/mma.cu cheapest_split), faster than the general kernel's split-K that took these before
+// (H100, flushed us: bf16 2 x 633 x 10 x 944 14.9 against 39.2, 1 x 92 x 24 x 1858 14.6 against 18.1,
+// 1 x 768 x 10 x 50257 NT 130 against 508; TF32 that one 164 against 269) and than the Hopper TF32
+// kernel's copies of an operand TMA cannot address (that one 570 us).
 bool few_tiles_long_k(const BmmProblem& p) {
   const int64_t tiles = (p.m + 127) / 128 * ((p.n + 127) / 128) * p.batch;
   return tiles * 8 < sm_count() && p.k >= 256;
@@ -94,7 +95,7 @@ Path choose_path(const BmmProblem& p, const char** why) {
   }
   // Few tiles over a long K: the mma kernel splits K itself (bmm/mma.cu) where its slices can be 8
   // k-tiles deep, as the DMMA one always does; a K too short for two of them (16-bit / 3xTF32 K of 256
-  // to 511) keeps the general kernel's 64-deep split-K, as before the mma kernel split (untimed since).
+  // to 511) keeps the general kernel's 64-deep split-K, as before the mma kernel split (not re-timed).
   if (few_tiles_long_k(p) && p.out.scalar_type() != at::kDouble && !mma::splits_k(p)) {
     if (why) *why = "few output tiles over a long K (split-K)";
     return Path::general;

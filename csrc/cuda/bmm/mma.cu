@@ -80,7 +80,10 @@ int kernel_copy_width(const BmmProblem& p, const MatrixLayout& a, const MatrixLa
 // blocks; bf16 2 x 633 x 10 x 944: 20 blocks walking 30 k-tiles each). Each count is costed in H100
 // microseconds per k-tile on the busiest SM, by the round of blocks it runs at a time, plus the
 // partials' round trip through memory and the summing launch; a split must save a tenth, since the
-// model's tail estimate is rough.
+// model's tail estimate is rough. bf16 on the H100 (`bmm_paths.py --paths "mma-64,mma-64 whole-k"`,
+// flushed us, split / whole): 2 x 633 x 10 x 944 14.9 / 31.8, 1 x 500 x 500 x 3000 25.5 / 51.9, 1 x 700 x
+// 700 x 2000 29.2 / 37.2, 4 x 300 x 300 x 1500 24.7 / 29.0 (the model's closest call, 0.89), 1 x 768 x
+// 10 x 50257 NT 131 / 1551; 1 x 1000 x 1001 x 4000 (256 blocks) is left whole (133). NOTES.md, mma.sync.
 struct SplitCosts {
   int blocks_per_sm;       // that run at once on one SM
   double round_us[4];      // a k-tile's time for a round of 1 .. blocks_per_sm blocks (index = blocks)
