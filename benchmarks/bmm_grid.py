@@ -4,6 +4,9 @@
     python benchmarks/bmm_grid.py --quick           # a subset (~2 min)
     python benchmarks/bmm_grid.py --prec bf16,fp16 -k linear --list   # filters; --list: count and stop
     python benchmarks/bmm_grid.py --device cpu      # dry run: the same code, tiny shapes, on the CPU
+    python benchmarks/bmm_grid.py --report benchmarks/results/<gpu>.json --below-names slow.txt
+                                                    # where each precision's gap lies; then re-time
+    python benchmarks/bmm_grid.py --names slow.txt --rounds 3   # the one-round rows below 0.95x
 
 Run it as a script from the repository root, so `import torch_tiles` finds the installed build.
 
@@ -29,7 +32,8 @@ Identical (precision, layout, shape) cases are run once.
 Each case is recorded in the results file (results_file.merge) as
     grid bmm <prec> <layout> B=<b> M=<m> N=<n> K=<k>
 where B=- marks a 2-D call ([M, K] @ [K, N] -> [M, N]) and B=1 a 3-D call with a batch of one. A row has
-tiles_ms, torch_ms, speedup (torch ms / tiles ms), path (torch.ops.tiles._bmm_path), tile (the output
+tiles_ms, torch_ms, speedup (torch ms / tiles ms; speedup_rounds: the lowest and highest round's, rounds:
+how many), path (torch.ops.tiles._bmm_path), tile (the output
 tile of a Hopper or mma.sync kernel, torch.ops.tiles._bmm_tile; benchmarks/fit_plan_costs.py reads the
 Hopper ones), max_err
 (max |tiles - torch| / max |torch|) and fro_err (||tiles - torch|| / ||torch||), both against
@@ -47,6 +51,7 @@ import argparse
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -305,7 +310,7 @@ def run_case(case, bench, floors, device, rounds):
         torch.set_float32_matmul_precision(previous)
     row = {"name": case.name, "tiles_ms": round(tiles_ms, 5), "torch_ms": round(torch_ms, 5),
            "speedup": round(torch_ms / tiles_ms, 3), "speedup_rounds": [round(low, 3), round(high, 3)],
-           "path": path, "max_err": float(f"{max_err:.3g}"), "fro_err": float(f"{fro_err:.3g}"),
+           "rounds": rounds, "path": path, "max_err": float(f"{max_err:.3g}"), "fro_err": float(f"{fro_err:.3g}"),
            "tflops": round(s.flops() / tiles_ms / 1e9, 1), "source": s.source}
     if tile:
         row["tile"] = tile
@@ -363,6 +368,65 @@ def summarize(rows, precs):
     return "\n".join(lines)
 
 
+def path_family(path):
+    """A path name without what only says how its operands are copied (`unaligned 4-byte` -> `unaligned`)
+    or, for the general kernel, why it was taken: the kernels a breakdown groups rows by."""
+    return re.sub(r" \d+-byte", "", path.split(":")[0])
+
+
+def breakdown(rows, precs, key):
+    """Per precision, the rows grouped by `key(row)`: count, geomean, count below 0.95x, and the group's
+    share of the precision's log geomean (how far the whole geomean would move were the group at 1.0x),
+    largest loss first: where a precision's gap lies."""
+    lines = []
+    for prec in precs:
+        ok = [r for r in rows if r["name"].split()[2] == prec and "speedup" in r]
+        if not ok:
+            continue
+        lines.append(f"{prec} ({len(ok)} rows, geomean {geomean([r['speedup'] for r in ok]):.3f}x)")
+        groups = {}
+        for r in ok:
+            groups.setdefault(key(r), []).append(math.log(r["speedup"]))
+        for name, logs in sorted(groups.items(), key=lambda kv: sum(kv[1])):
+            below = sum(v < math.log(0.95) for v in logs)
+            lines.append(f"  {name:<42} {len(logs):>4} rows {math.exp(sum(logs) / len(logs)):>7.3f}x "
+                         f"{below:>4} below 0.95x  share {sum(logs) / len(ok):+.4f}")
+    return "\n".join(lines)
+
+
+def timing_rounds(row):
+    """How many rounds timed a row: recorded since the twelfth session; before, a row whose lowest and
+    highest round agree to the digit was timed once."""
+    if "rounds" in row:
+        return row["rounds"]
+    low, high = row.get("speedup_rounds", (None, None))
+    return 1 if low == high else 2
+
+
+def report(path, precs, names_out=None):
+    """Prints the summary of a results file's grid rows and where each precision's gap lies (by kernel
+    path and by shape source); with `names_out`, writes the names of the rows below 0.95x that were timed
+    in a single round (the ones a re-timing with --rounds 3 --names would settle). Returns those names."""
+    import json
+    with open(path) as f:
+        data = json.load(f)
+    rows = [r for r in data["cases"] if r["name"].startswith("grid bmm ")]
+    print(f"{path}: {len(rows)} grid rows ({data.get('device', '?')}, torch {data.get('torch', '?')})")
+    print(summarize(rows, precs))
+    print("\nby path")
+    print(breakdown(rows, precs, lambda r: path_family(r.get("path", "?"))))
+    print("\nby shape source")
+    print(breakdown(rows, precs, lambda r: r.get("source", "?").split()[0]))
+    one_round = [r["name"] for r in rows if r["name"].split()[2] in precs and "speedup" in r
+                 and r["speedup"] < 0.95 and timing_rounds(r) < 2]
+    print(f"\n{len(one_round)} rows below 0.95x were timed in one round")
+    if names_out:
+        with open(names_out, "w") as f:
+            f.write("".join(name + "\n" for name in one_round))
+        print(f"their names: {names_out}")
+    return one_round
+
+
 def slowest(rows, count):
     ok = sorted((r for r in rows if "speedup" in r), key=lambda r: r["speedup"])[:count]
     lines = [f"{'slowest cases':<58} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'floor ms':>9}  path / source"]
@@ -396,6 +460,10 @@ def parse_args(argv):
     parser.add_argument("--out", default=None,
                         help="results folder (default benchmarks/results; a temporary folder for --device cpu)")
     parser.add_argument("--slowest", type=int, default=15, help="list this many slowest cases at the end")
+    parser.add_argument("--report", metavar="RESULTS", default=None,
+                        help="run nothing: summarize a results file's grid rows, by kernel path and by shape source")
+    parser.add_argument("--below-names", metavar="FILE", default=None,
+                        help="with --report: write the names of the rows below 0.95x timed in one round")
     args = parser.parse_args(argv)
     args.precs = [p.strip() for p in args.prec.split(",") if p.strip()]
     unknown = [p for p in args.precs if p not in PRECISIONS]
@@ -409,6 +477,9 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.report:
+        report(args.report, args.precs, args.below_names)
+        return []
     cases = [c for c in grid_cases(args.precs, args.quick, args.k) if c.layout in args.layout_list]
     if args.names:
         with open(args.names) as f:

@@ -117,6 +117,34 @@ def test_grid_names_file_selects_those_cases(grid, capsys, tmp_path):
     assert re.search(r"^2 cases \(bf16 2, fp64 0\)", capsys.readouterr().out)
 
 
+def test_grid_report_groups_rows_and_names_the_one_round_slow_ones(grid, tmp_path, capsys):
+    def row(name, speedup, path, source, rounds=None, spread=None):
+        r = {"name": name, "speedup": speedup, "path": path, "source": source,
+             "speedup_rounds": spread or [speedup, speedup], "tiles_ms": 1.0, "torch_ms": speedup}
+        return r if rounds is None else {**r, "rounds": rounds}
+    rows = [row("grid bmm bf16 NN B=- M=64 N=64 K=64", 0.5, "mma-sync bf16 unaligned 4-byte", "random #1"),
+            row("grid bmm bf16 TN B=- M=64 N=64 K=64", 0.8, "mma-sync bf16 unaligned 8-byte", "random #1",
+                spread=[0.7, 0.9]),  # timed in several rounds before rows recorded how many
+            row("grid bmm bf16 NT B=- M=64 N=64 K=64", 0.9, "hopper-wgmma", "linear d=768", rounds=3),
+            row("grid bmm bf16 TT B=- M=64 N=64 K=64", 2.0, "hopper-wgmma", "linear d=768", rounds=1),
+            row("grid bmm fp64 NN B=- M=64 N=64 K=64", 0.6, "general: few output tiles", "small batched", rounds=1),
+            {"name": "grid bmm fp64 TN B=- M=64 N=64 K=64", "failed": "RuntimeError: stand-in", "source": "small"},
+            {"name": "cpu map exp fp32 2048x4096", "speedup": 0.1}]
+    results = tmp_path / "gpu.json"
+    results.write_text(json.dumps({"device": "stand-in", "cases": rows}))
+    names = tmp_path / "slow.txt"
+    assert grid.main(["--report", str(results), "--below-names", str(names)]) == []
+    out = capsys.readouterr().out
+    # bf16: the mma-sync rows as one kernel (0.5x and 0.8x: geomean 0.632x, both below 0.95x), its share
+    # of the log geomean over the 4 bf16 rows ln(0.4) / 4 = -0.2291
+    assert re.search(r"mma-sync bf16 unaligned +2 rows +0\.632x +2 below 0\.95x +share -0\.2291", out)
+    assert re.search(r"hopper-wgmma +2 rows +1\.342x +1 below 0\.95x", out)
+    assert re.search(r"general +1 rows +0\.600x", out) and "by shape source" in out
+    assert re.search(r"^fp64 +2 +0\.600x", out, re.M)  # the failed row counted, not averaged
+    assert names.read_text().split("\n")[:-1] == ["grid bmm bf16 NN B=- M=64 N=64 K=64",
+                                                  "grid bmm fp64 NN B=- M=64 N=64 K=64"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
 def test_scripts_exit_without_a_gpu(grid, gpt):
     with pytest.raises(SystemExit, match="needs a GPU"):
