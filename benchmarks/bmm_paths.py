@@ -13,7 +13,7 @@ Presets:
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (the mma kernel's split-K, or the general kernel's
-  below two 8-k-tile slices), matrix-vector products.
+  where the mma kernel's cost model declines to split), matrix-vector products.
 - thin: either side of the thin kernels' limits (bmm/thin.cu), bf16 and float32.
 - skinny-float32: float32 products with one side of 10 to 100 over K = 512 and 4096, and the long-K
   products with an operand TMA cannot address: the sweeps behind bmm.cu's long_k_tf32_on_hopper_copies

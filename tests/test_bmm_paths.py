@@ -530,7 +530,7 @@ def check_mma_kind(kind, a, b, paths=None):
     if path.startswith("mma-sync"):  # " split-k" where the kernel splits K (mma_splits_k), else nothing
         assert path.endswith(" split-k") == splits, path
         path = path.removesuffix(" split-k")
-    if general_split and not (thin or small):
+    if general_split and not (thin or small or path.startswith("hopper-wgmma")):  # (Hopper is asked first)
         assert path == SPLIT_K, path
     else:
         assert paths is None or (path == thin if thin else path == small if small else path in paths), path
@@ -890,6 +890,26 @@ def test_choice_between_mma_and_split_k():
     no_unit_stride = make_tensor((1, 512, 96), torch.float64, "cuda", "sliced")
     with pytest.raises(RuntimeError, match="the mma path cannot take these operands: a has no unit-stride"):
         torch.ops.tiles._bmm_on_path(no_unit_stride, f64[1][:, :96], "mma")
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", [(torch.float32, "high"), (torch.float64, "highest")], ids=["tf32", "f64"])
+def test_mma_whole_k_walks_k_unsplit(kind):
+    # The whole-k paths are the other side of the split rule: the same sums in another order, so in
+    # float32 / float64 outputs (no rounding to 16 bits to hide it) bits differ from the split run's.
+    mma_expected()
+    dtype, precision = kind
+    a, b = make_tensor((2, 70, 3000), dtype, "cuda"), make_tensor((2, 3000, 40), dtype, "cuda")
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        assert mma_splits_k(a, b, "64x64")
+        split, whole = (poisoned_on_path(a, b, name) for name in ("mma-64", "mma-64 whole-k"))
+    finally:
+        torch.set_float32_matmul_precision(old)
+    assert not torch.equal(split, whole)
+    for out in (split, whole):
+        assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
 
 
 # ---- the Hopper float32 kernel ---------------------------------------------------------------------

@@ -107,7 +107,7 @@ def bmm_small():
         # and unsplit ("whole-k"): slices of 8 k-tiles and more, the last one partial (K = 3001)
         for (b, mm, k, n) in [(2, 70, 3001, 40), (1, 92, 1858, 24)]:
             a, w = rand(b, mm, k, dtype=dtype), rand(b, k, n, dtype=dtype)
-            for path in ("mma-64", "mma-128", "mma-64 whole-k"):
+            for path in ("mma-64", "mma-128", "mma-64 whole-k", "mma-128 whole-k"):
                 check(f"bmm {path} {b}x{mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
         # the general kernel's tile widths, and its split-K: up to 8 splits summed in a thread block cluster
         # (sm_90), 64 by a second kernel

@@ -30,7 +30,8 @@ template <class Elem>
 struct Params {
   const Elem* a;
   const Elem* b;
-  void* c;                    // [batch][m][n], contiguous, of the atom's output type
+  void* c;                    // [batch][m][n], contiguous, of the atom's output type; with split-K
+                              // [splits * batch][m][n] of its accumulator type (the partials)
   int64_t batch, m, n, k;
   int64_t a_batch, a_ld;      // a's batch stride (0: broadcast) and the stride of its non-unit dim
   int64_t b_batch, b_ld;

@@ -1,6 +1,7 @@
-// Split-K for the kernels that split a product's K over blocks (general, thin, the Hopper kernels): how
-// many ways to split, and the second step: each split writes its partial outputs (in the op-math type)
-// to its own slice of a buffer, and sum_splits adds them.
+// Split-K for the kernels that split a product's K over blocks (general, thin, the Hopper kernels; the
+// mma.sync and DMMA kernels cost their own counts, bmm/mma.cu cheapest_split): how many ways to split,
+// and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
+// a buffer, and sum_splits adds them.
 #pragma once
 
 #include <ATen/ATen.h>
