@@ -34,7 +34,8 @@ TORCH_LIBRARY(tiles, m) {
   // would run another path. For tests of the tile rules; not part of the API.
   m.def("_bmm_tile(Tensor a, Tensor b) -> str");
   // bmm through one named CUDA kernel path ("hopper", "mma", "thin" or "general"; "mma-64" / "mma-128"
-  // and "general-32" / "general-64" force a tile size); an error if that path cannot take the operands.
+  // and "general-32" / "general-64" force a tile size, "mma-64 whole-k" / "mma-128 whole-k" turn the mma
+  // kernel's split-K off); an error if that path cannot take the operands.
   // For tests that cover every path on one GPU; not part of the API.
   m.def("_bmm_on_path(Tensor a, Tensor b, str path) -> Tensor");
   // An empty output of map's / zip's layout rule for these candidates (binding/problems.h), on the
