@@ -57,6 +57,23 @@ def test_map_grad_at_zero_matches_torch(fn, device):
     torch.testing.assert_close(g, g_ref, **GRAD_TOL, equal_nan=True)
 
 
+@pytest.mark.parametrize("create_graph", [False, True], ids=["kernel", "composite"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_relu_grad_at_nan_and_inf_matches_torch(dtype, create_graph, device):
+    # torch's threshold_backward selects: a NaN x passes the gradient, an inactive x (<= 0) drops even an
+    # inf or NaN one. The kernel (first-order backward) matches all of it; the differentiable form
+    # (create_graph) multiplies by a mask, so it matches at a NaN x and at finite gradients only.
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([nan, 2.0, -1.0, 0.0, -0.0, -3.0, nan, 1.0], dtype=dtype, device=device, requires_grad=True)
+    g = torch.tensor([1.5, 1.5, inf, nan, -inf, 2.0, nan, inf], dtype=dtype, device=device)
+    if create_graph:
+        g = g.clone().requires_grad_(True)
+    (got,) = torch.autograd.grad(ops.map(x, "relu"), x, g, create_graph=create_graph)
+    (ref,) = torch.autograd.grad(torch.relu(x), x, g)
+    checked = slice(None) if not create_graph else [0, 1, 5, 6, 7]  # NaN x, finite g, active inf g
+    torch.testing.assert_close(got[checked], ref[checked], rtol=0, atol=0, equal_nan=True)
+
+
 def test_map_gradcheck_zero_dim_and_empty(device):
     x = leaf((), device)
     assert gradcheck(lambda t: ops.map(t, "tanh"), (x,))

@@ -64,7 +64,7 @@ at::Tensor map_grad_composite(const at::Tensor& g, const at::Tensor& v, MapFn f)
     case MapFn::Inv: return map_op(times(g, map_op(v, "square")), "neg");
     case MapFn::Square: return times(g, scaled(v, 2.0));
     case MapFn::Sigmoid: return times(g, times(v, one_minus(v)));
-    case MapFn::Relu: return times(g, zip_op(v, constant(v, 0.0), "gt"));
+    case MapFn::Relu: return times(g, one_minus(zip_op(v, constant(v, 0.0), "le")));  // a NaN x passes g
     case MapFn::Tanh: return times(g, one_minus(map_op(v, "square")));
     case MapFn::Gelu: {  // Φ(x) + x φ(x)
       const at::Tensor cdf = scaled(zip_op(map_op(scaled(v, M_SQRT1_2), "erf"), constant(v, 1.0), "add"), 0.5);

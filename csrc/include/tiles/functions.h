@@ -111,7 +111,9 @@ TILES_HD T map_grad(T g, T v) {
   else if constexpr (F == MapFn::Inv) return -(g * (v * v));
   else if constexpr (F == MapFn::Square) return g * (T(2) * v);
   else if constexpr (F == MapFn::Sigmoid) return g * (v * (T(1) - v));
-  else if constexpr (F == MapFn::Relu) return g * T(v > T(0));
+  // As torch's threshold_backward: a select, not a product, so an inactive input (x <= 0) drops even an
+  // inf or NaN gradient, and a NaN x (which relu passes) passes g.
+  else if constexpr (F == MapFn::Relu) return v <= T(0) ? T(0) : g;
   else if constexpr (F == MapFn::Tanh) return g * (T(1) - v * v);
   else if constexpr (F == MapFn::Gelu) {  // d/dx x Φ(x) = Φ(x) + x φ(x)
     const T cdf = T(0.5) * (T(1) + math::erf(v * T(M_SQRT1_2)));
