@@ -159,6 +159,30 @@ def test_reduce_half_rows_and_columns_accumulate_wide(dtype):
     assert T.reduce(x.t().contiguous(), [1], "sum").tolist() == [4608.0] * 40
 
 
+def _overflowing_row(dtype):
+    """17 x 2^127, 16 x -2^127, then zeros to 544 elements: the float blocks' partial sums (32 vectors along
+    a row, 8 rows down columns) reach 2^128 and overflow, though the sum is 2^127. Every finite partial
+    of these values is exact, so the double result must be exactly 2^127."""
+    big = 2.0 ** 127
+    return torch.tensor([big] * 17 + [-big] * 16 + [0.0] * 511, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_float_block_sums_that_overflow_are_summed_in_double(dtype):
+    # README: the CPU kernels accumulate in float64; float sums run in float blocks for speed, and a block
+    # that overflows is summed again in double, so no layout gives inf or NaN (torch's own float32 sum does)
+    x = _overflowing_row(dtype)
+    rows = x.repeat(3, 1)
+    cols = x[:, None].expand(-1, 70).contiguous()  # 70 outputs side by side: the vector blocks and a tail
+    strided = torch.stack([rows, rows], 2)[..., 0]
+    for got, ref in [(T.reduce(rows, [1], "sum"), rows.double().sum(1)), (T.reduce(cols, [0], "mean"), cols.double().mean(0)),
+                     (T.reduce(strided, [1], "sum"), strided.double().sum(1)), (T.reduce(x, None, "sum"), x.double().sum())]:
+        torch.testing.assert_close(got, ref.to(dtype), rtol=0, atol=0)
+    with_inf = x.clone()
+    with_inf[100] = float("inf")  # an inf in the input stays one
+    assert T.reduce(with_inf, None, "sum").item() == float("inf")
+
+
 # ---- bmm: block edges, layouts, broadcasting, half types, empty ------------------------------------------
 
 def _operand(batch, rows, cols, dtype, transposed, offset=0):
@@ -275,6 +299,10 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     # Rows of every length to 69 (each tail length; 8-vector blocks of 8 lanes) and around the 32-vector
     # blocks of 4, 8 and 16 lanes: the padded last vector (zeros for sums, the row's last element for
     # max / min) and a NaN there.
+    if dtype in (torch.float32, torch.bfloat16):  # float blocks that overflow, summed again in double
+        x = torch.tensor([2.0 ** 127] * 17 + [-2.0 ** 127] * 16 + [0.0] * 511, dtype=dtype)  # sum 2^127
+        assert T.reduce(x.repeat(3, 1), [1], "sum").tolist() == [2.0 ** 127] * 3, dtype  # rows
+        assert T.reduce(x[:, None].expand(-1, 70).contiguous(), [0], "sum").tolist() == [2.0 ** 127] * 70, dtype
     for n in list(range(1, 70)) + [127, 128, 129, 255, 256, 257, 300, 511, 512, 513, 530]:
         r = rand_values((3, n), "real").to(dtype)
         for fn in ("sum", "max", "min", "mean"):

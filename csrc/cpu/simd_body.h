@@ -578,6 +578,8 @@ template <ReduceFn F, class S, class A>
         if (j < n) s += load_partial<B>(p + j, n - j, S(0));
         widen_add(s);
       }
+      // (A float block can overflow where the double sum would not: the callers sum again in double
+      // the outputs that come out inf or NaN, summed_again_in_double.)
       return R::combine(acc, hreduce(lo + hi, kPlus));
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
@@ -639,6 +641,31 @@ template <ReduceFn F, class S, class A>
   }
 }
 
+// Whether any of n doubles is an inf or a NaN (every exponent bit set), in integer ops that vectorize.
+inline bool any_non_finite(const double* v, int64_t n) {
+  constexpr uint64_t kExponent = 0x7ff0000000000000ull;
+  uint64_t seen = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    seen |= uint64_t((bits & kExponent) == kExponent);
+  }
+  return seen != 0;
+}
+
+// Float sums run in float blocks (reduce_unit, reduce_cols_typed), which can overflow where the double
+// sum would not (3e38 + 3e38 - 3e38 - 3e38): an output that comes out inf or NaN is summed again here,
+// every element in double, so no layout or instruction set turns finite elements into inf or NaN. An
+// output over an inf or NaN element comes out the same either way. `walk(add)` calls add(element) for
+// each of the output's elements.
+template <class S, class Walk>
+double summed_again_in_double(double result, Walk&& walk) {
+  if (std::isfinite(result)) return result;
+  double sum = 0;
+  walk([&](S v) { sum += double(opmath_t<S>(v)); });
+  return sum;
+}
+
 template <ReduceFn F, class S>
 double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end) {
   using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
@@ -653,6 +680,13 @@ double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64
       for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, A(opmath_t<S>(src[j * step[0]])));
     }
   });
+  if constexpr (kFloatSum<F, S>) {
+    return summed_again_in_double<S>(double(acc), [&](auto add) {
+      for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+        for (int64_t j = 0; j < count; ++j) add(x[off[0] + j * step[0]]);
+      });
+    });
+  }
   return double(acc);
 }
 
@@ -669,6 +703,17 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
     for (int64_t j = 0; j < count; ++j)
       result[o - begin + j] = double(reduce_unit<F>(x + off[0] + j * step[0], n, R::identity()));
   });
+  if constexpr (kFloatSum<F, S>) {
+    if (!any_non_finite(result, end - begin)) return;  // one pass over the results, out of the row loop
+    for_each_run(outer, begin, end, [&](int64_t o, auto off, int64_t count, auto step) {
+      for (int64_t j = 0; j < count; ++j) {
+        const S* row = x + off[0] + j * step[0];
+        result[o - begin + j] = summed_again_in_double<S>(result[o - begin + j], [&](auto add) {
+          for (int64_t k = 0; k < n; ++k) add(row[k]);
+        });
+      }
+    });
+  }
 }
 
 // Outputs side by side: one vector lane per output, positions taken one after another (float sums:
@@ -683,6 +728,14 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
   constexpr int kVecs = 8;
   constexpr int64_t kCols = W * kVecs;
   const S* x = static_cast<const S*>(r.x) + base;
+  auto one_column = [&](int64_t c) {  // one output alone, every element in the accumulator type
+    A acc = R::identity();
+    for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+      const S* src = x + off[0] + c;
+      for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, A(opmath_t<S>(src[j * step[0]])));
+    });
+    return double(acc);
+  };
   int64_t c0 = 0;
   for (; c0 + kCols <= cols; c0 += kCols) {
     vd acc[kVecs];
@@ -712,15 +765,12 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
     });
     for (int v = 0; v < kVecs; ++v)
       for (int l = 0; l < W; ++l) partial[c0 + v * W + l] = acc[v][l];
+    if constexpr (kFloatSum<F, S>) {  // float blocks that overflowed: summed_again_in_double
+      for (int64_t c = c0; c < c0 + kCols; ++c)
+        if (!std::isfinite(partial[c])) partial[c] = one_column(c);
+    }
   }
-  for (; c0 < cols; ++c0) {  // the last few outputs one at a time, in the same order
-    A acc = R::identity();
-    for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
-      const S* src = x + off[0] + c0;
-      for (int64_t j = 0; j < count; ++j) acc = R::combine(acc, A(opmath_t<S>(src[j * step[0]])));
-    });
-    partial[c0] = double(acc);
-  }
+  for (; c0 < cols; ++c0) partial[c0] = one_column(c0);  // the last few outputs, in the same order
 }
 
 // The reductions whose state is one number: logsumexp's is a (max, sum) pair, and reduce.cpp runs it.
