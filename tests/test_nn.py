@@ -166,14 +166,30 @@ def test_cross_entropy_under_an_undefined_gradient():
 
 
 def test_cross_entropy_target_out_of_range_is_not_checked(device):
-    # As the README says: no range check (a host sync); a target that selects no class adds its row's
-    # logsumexp(logits - max(logits)), the loss a class with the row's largest logit would have.
-    logits = torch.randn(3, 4, device=device, dtype=torch.float64)
+    # As the README says: no range check (a host sync); a target that selects no class makes its row's
+    # loss +inf, and its gradient softmax(logits) * grad.
+    logits = torch.randn(3, 4, device=device, dtype=torch.float64, requires_grad=True)
     target = torch.tensor([1, 7, -1], device=device)
     rows = F.cross_entropy(logits, target, reduction="none")
-    z = logits - logits.amax(1, keepdim=True)
-    expected = torch.logsumexp(z, 1) - torch.where(target == 1, z[:, 1], 0.0)
-    torch.testing.assert_close(rows, expected)
+    in_range = torch.nn.functional.cross_entropy(logits[:1], target[:1], reduction="none")
+    torch.testing.assert_close(rows[:1], in_range)
+    assert rows[1:].tolist() == [float("inf")] * 2
+    (grad,) = torch.autograd.grad(rows, logits, torch.ones(3, device=device, dtype=torch.float64))
+    torch.testing.assert_close(grad[1:], torch.softmax(logits[1:].detach(), 1))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_cross_entropy_with_classes_masked_by_minus_inf(device, dtype, reduction):
+    # A class masked out with a -inf logit (as attention and vocabulary masks do) is no NaN: the loss and
+    # gradient are PyTorch's, and a row whose target is the masked class has loss +inf, as in PyTorch.
+    logits = (torch.randn(5, 6, device=device, dtype=torch.float64) * 3).to(dtype)
+    logits[:, 0] = float("-inf")
+    logits[2, 4] = float("-inf")
+    target = torch.tensor([1, 5, 3, 2, 4], device=device)
+    check_same(lambda t: F.cross_entropy(t, target, reduction=reduction),
+               lambda t: TF.cross_entropy(t, target, reduction=reduction), [logits], dtype)
+    rows = F.cross_entropy(logits, torch.tensor([1, 5, 4, 2, 0], device=device), reduction="none")
+    assert rows[[2, 4]].tolist() == [float("inf")] * 2 and torch.isfinite(rows[[0, 1, 3]]).all()
 
 
 def test_cross_entropy_is_one_node_on_the_logits():

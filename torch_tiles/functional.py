@@ -198,7 +198,8 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     The target's one-hot mask is made by a tiles zip "eq" of the targets against 0..C-1 (in float32,
     which holds class indices exactly where bfloat16 would not past 256), so the loss needs no gather
     and no host sync and can be captured in a CUDA graph. Unlike PyTorch, targets are not range-checked
-    (that would need a sync): a target outside [0, C) contributes logsumexp(logits - max(logits)).
+    (that would need a sync): a target outside [0, C) makes its row's loss +inf. A class masked out with
+    a -inf logit works as in PyTorch.
 
     Each row's loss is logsumexp(z) - z[target] on z = logits - max(logits), and its gradient
     (softmax(logits) - one_hot) * grad: one call of ``tiles::_cross_entropy``, which composes those

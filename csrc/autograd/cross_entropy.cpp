@@ -4,8 +4,8 @@
 // It exists so that a training step's loss costs one call from Python, not a Python
 // torch.autograd.Function around a dozen calls (their host time was a third of the gap between an eager
 // tiles step and a native one). The kernels are those the Python composition launched: a one-hot of the
-// targets (arange, a cast, zip "eq"), then on z = logits - max(logits) the row's logsumexp(z) minus
-// sum(z * one_hot); the backward is (exp(z - logsumexp(z)) - one_hot) * grad, four kernels. A node of its
+// targets (arange, a cast, zip "eq"), then on z = logits - max(logits) the row's logsumexp(z) minus z at
+// the target (the row's max of z + log(one_hot)); the backward is (exp(z - logsumexp(z)) - one_hot) * grad, four kernels. A node of its
 // own also keeps autograd from summing z's two uses with a native add.
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
@@ -42,14 +42,17 @@ struct Parts {
 };
 
 // The forward, as tiles calls. The one-hot compares in float32, which holds class indices exactly (up
-// to 2^24) where bfloat16 would not past 256; a target outside [0, C) selects no class.
+// to 2^24) where bfloat16 would not past 256. z at the target is the row's max of z + log(one_hot) (0 at
+// the target, -inf elsewhere), not sum(z * one_hot), whose 0 * -inf is NaN where a class is masked out
+// with a -inf logit; a target outside [0, C) selects no class, so its row's loss is +inf.
 Parts forward(const at::Tensor& logits, const at::Tensor& target) {
   const at::Tensor classes = at::arange(c10::Scalar(logits.sym_size(1)), logits.options().dtype(at::kFloat));
   at::Tensor one_hot = calls::zip(target.to(at::kFloat).unsqueeze(1), classes, "eq");
   if (one_hot.scalar_type() != logits.scalar_type()) one_hot = one_hot.to(logits.scalar_type());
   const at::Tensor z = calls::zip(logits, calls::reduce(logits, at::IntArrayRef{1}, "max", true), "sub");
   const at::Tensor lse = calls::reduce(z, at::IntArrayRef{1}, "logsumexp", false);
-  const at::Tensor picked = calls::reduce(calls::zip(z, one_hot, "mul"), at::IntArrayRef{1}, "sum", false);
+  const at::Tensor target_mask = calls::map(one_hot, "log");
+  const at::Tensor picked = calls::reduce(calls::zip(z, target_mask, "add"), at::IntArrayRef{1}, "max", false);
   return {calls::zip(lse, picked, "sub"), one_hot, z, lse};
 }
 
