@@ -138,6 +138,27 @@ void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, con
   }
 }
 
+// The block tile's rows, columns and depth for Atom at `size` (float64: the DMMA kernel's one tile).
+struct BlockTile {
+  int64_t rows, cols, depth;
+};
+template <class Atom>
+BlockTile block_tile(TileSize size) {
+  if constexpr (std::is_same_v<Atom, F64>) {
+    return {dmma::BM, dmma::BN, dmma::BK};
+  } else {
+    using Small = typename ConfigFor<Atom, TileSize::small>::type;
+    using Large = typename ConfigFor<Atom, TileSize::large>::type;
+    if (size == TileSize::small) return {Small::BM, Small::BN, Small::BK};
+    return {Large::BM, Large::BN, Large::BK};
+  }
+}
+
+// How many blocks of tile t cover p's output matrices.
+int64_t output_blocks(const BmmProblem& p, const BlockTile& t) {
+  return (p.m + t.rows - 1) / t.rows * ((p.n + t.cols - 1) / t.cols) * p.batch;
+}
+
 // The block tile for p when the caller leaves it to the kernel (tile 0); 64 or 128 force one. Timed on
 // the H100 only (sm_90, where three small blocks fit an SM; fewer fit sm_80 / sm_86 / sm_89's shared
 // memory): elsewhere, large. A lone large block is bound by its warps' latency (bmm/mma_kernel.cuh
@@ -160,32 +181,21 @@ TileSize tile_size(const BmmProblem& p, int tile) {
   if constexpr (std::is_same_v<Atom, Tf32x3>) {
     return TileSize::small;
   } else {
-    using Large = typename ConfigFor<Atom, TileSize::large>::type;
-    using Small = typename ConfigFor<Atom, TileSize::small>::type;
     constexpr int64_t kSmallRound[3] = {0, 550, 700}, kSmallRoundOf3 = 835;  // thousandths of a large block
     const int64_t sms = sm_count();
-    auto blocks = [&](int64_t bm, int64_t bn) { return (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn) * p.batch; };
-    const int64_t large = blocks(Large::BM, Large::BN), small = blocks(Small::BM, Small::BN);
+    const int64_t large = output_blocks(p, block_tile<Atom>(TileSize::large));
+    const int64_t small = output_blocks(p, block_tile<Atom>(TileSize::small));
     const int64_t large_per_sm = (large + sms - 1) / sms, small_per_sm = (small + sms - 1) / sms;
     const int64_t small_cost = small_per_sm / 3 * kSmallRoundOf3 + kSmallRound[small_per_sm % 3];
     return 20 * small_cost < 19 * 1000 * large_per_sm ? TileSize::small : TileSize::large;  // under 0.95
   }
 }
 
-// The block tile's rows, columns and depth for Atom at `size` (float64: the DMMA kernel's one tile).
-struct BlockTile {
-  int64_t rows, cols, depth;
-};
+// The block tile size p runs at: tile_size's, or for float64 the DMMA kernel's one tile.
 template <class Atom>
-BlockTile block_tile(TileSize size) {
-  if constexpr (std::is_same_v<Atom, F64>) {
-    return {dmma::BM, dmma::BN, dmma::BK};
-  } else {
-    using Small = typename ConfigFor<Atom, TileSize::small>::type;
-    using Large = typename ConfigFor<Atom, TileSize::large>::type;
-    if (size == TileSize::small) return {Small::BM, Small::BN, Small::BK};
-    return {Large::BM, Large::BN, Large::BK};
-  }
+TileSize picked_size(const BmmProblem& p, int tile) {
+  if constexpr (std::is_same_v<Atom, F64>) return TileSize::small;
+  else return tile_size<Atom>(p, tile);
 }
 
 // The split count of p at `size` (cheapest_split); 1 where K is empty or the output is.
@@ -197,8 +207,7 @@ int k_splits(const BmmProblem& p, TileSize size) {
   const SplitCosts& costs = std::is_same_v<Atom, F64> ? kDmmaCosts
                             : size == TileSize::small ? kSmallTileCosts
                                                       : kLargeTileCosts;
-  const int64_t blocks = (p.m + t.rows - 1) / t.rows * ((p.n + t.cols - 1) / t.cols) * p.batch;
-  return cheapest_split(costs, blocks, (p.k + t.depth - 1) / t.depth, outputs, sm_count());
+  return cheapest_split(costs, output_blocks(p, t), (p.k + t.depth - 1) / t.depth, outputs, sm_count());
 }
 
 // Adds the slices' partials (float, or double for float64) into p's output, in slice order.
@@ -216,8 +225,7 @@ template <class Atom>
 void run(const BmmProblem& p, int tile, bool may_split) {
   using Elem = typename Atom::Elem;
   const MatrixLayout la = layout_of_a(p), lb = layout_of_b(p);
-  // float64 runs the DMMA kernel, of one tile: the size is not its to pick.
-  const TileSize size = std::is_same_v<Atom, F64> ? TileSize::small : tile_size<Atom>(p, tile);
+  const TileSize size = picked_size<Atom>(p, tile);
   Params<Elem> q{};
   q.a = static_cast<const Elem*>(p.a.const_data_ptr());
   q.b = static_cast<const Elem*>(p.b.const_data_ptr());
@@ -271,43 +279,44 @@ bool can_run(const BmmProblem& p, const char** why) {
 #endif
 }
 
-// The block tile's name for tile_size's choice, as _bmm_tile reports it.
+// Calls f(AtomTag<Atom>{}) with the atom p's dtype (and, for float32, the matmul precision) runs on.
 template <class Atom>
-const char* tile_name(const BmmProblem& p) {
-  if (tile_size<Atom>(p, 0) == TileSize::small) return "64x64";
-  return ConfigFor<Atom, TileSize::large>::type::BN == 64 ? "128x64" : "128x128";
+struct AtomTag {
+  using type = Atom;
+};
+template <class F>
+decltype(auto) with_atom(const BmmProblem& p, F&& f) {
+  const at::ScalarType dtype = p.out.scalar_type();
+  TILES_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf,
+              "tiles::bmm: no mma.sync kernel for dtype ", dtype);
+  switch (dtype) {
+    case at::kDouble: return f(AtomTag<F64>{});
+    case at::kFloat: return float32_as_tf32() ? f(AtomTag<Tf32>{}) : f(AtomTag<Tf32x3>{});
+    case at::kBFloat16: return f(AtomTag<Half16<true>>{});
+    default: return f(AtomTag<Half16<false>>{});
+  }
 }
 
 bool splits_k(const BmmProblem& p) {
-  switch (p.out.scalar_type()) {
-    case at::kDouble: return k_splits<F64>(p, TileSize::small) > 1;
-    case at::kFloat:
-      return float32_as_tf32() ? k_splits<Tf32>(p, tile_size<Tf32>(p, 0)) > 1
-                               : k_splits<Tf32x3>(p, tile_size<Tf32x3>(p, 0)) > 1;
-    case at::kBFloat16: return k_splits<Half16<true>>(p, tile_size<Half16<true>>(p, 0)) > 1;
-    default: return k_splits<Half16<false>>(p, tile_size<Half16<false>>(p, 0)) > 1;
-  }
+  return with_atom(p, [&](auto atom) {
+    using Atom = typename decltype(atom)::type;
+    return k_splits<Atom>(p, picked_size<Atom>(p, 0)) > 1;
+  });
 }
 
+// The block tile picked_size chooses, as _bmm_tile reports it.
 const char* tile(const BmmProblem& p) {
-  switch (p.out.scalar_type()) {
-    case at::kDouble: return "64x64";  // the DMMA kernel's one tile (bmm/dmma_kernel.cuh)
-    case at::kFloat: return float32_as_tf32() ? tile_name<Tf32>(p) : tile_name<Tf32x3>(p);
-    case at::kBFloat16: return tile_name<Half16<true>>(p);
-    default: return tile_name<Half16<false>>(p);
-  }
+  return with_atom(p, [&](auto atom) {
+    using Atom = typename decltype(atom)::type;
+    const BlockTile t = block_tile<Atom>(picked_size<Atom>(p, 0));
+    return t.rows == 64 ? "64x64" : t.cols == 64 ? "128x64" : "128x128";
+  });
 }
 
 int copy_bytes(const BmmProblem& p) { return p.k == 0 ? 16 : kernel_copy_width(p, layout_of_a(p), layout_of_b(p)); }
 
 void bmm(const BmmProblem& p, int tile, bool may_split) {
-  switch (p.out.scalar_type()) {
-    case at::kDouble: return run<F64>(p, tile, may_split);
-    case at::kFloat: return float32_as_tf32() ? run<Tf32>(p, tile, may_split) : run<Tf32x3>(p, tile, may_split);
-    case at::kBFloat16: return run<Half16<true>>(p, tile, may_split);
-    case at::kHalf: return run<Half16<false>>(p, tile, may_split);
-    default: TILES_CHECK(false, "tiles::bmm: no mma.sync kernel for dtype ", p.out.scalar_type());
-  }
+  with_atom(p, [&](auto atom) { run<typename decltype(atom)::type>(p, tile, may_split); });
 }
 
 }  // namespace tiles::cuda::mma
