@@ -341,8 +341,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
     // host sums in slice order afterwards (bmm/mma.cu); else the output, in its own type.
     using Out = decltype(Atom::out(Acc(0)));
     const bool partial = p.splits > 1;
-    Out* c = static_cast<Out*>(p.c) + bi * p.m * p.n;
-    Acc* sums = static_cast<Acc*>(p.c) + z * p.m * p.n;
+    // Only the pointer this launch writes through is formed: the other offset may lie past p.c's end.
+    Out* c = partial ? nullptr : static_cast<Out*>(p.c) + bi * p.m * p.n;
+    Acc* sums = partial ? static_cast<Acc*>(p.c) + z * p.m * p.n : nullptr;
 #pragma unroll
     for (int i = 0; i < kAtomsM; ++i)
 #pragma unroll
