@@ -26,12 +26,15 @@ Each case is B,M,N,K with a layout (NN, TN, NT, TT: T is a transposed view), tim
 median with the L2 flushed, and back to back (20 calls replayed from one CUDA graph, per call), as
 `flushed / b2b` in microseconds, on every path: hopper, the mma kernel at each tile size (mma-64,
 mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kernel at each tile width
-(general-32, general-64); `--paths` names others (`bmm`: bmm's own pick; `mma-64 whole-k`: the mma
-kernel without its split-K). Each path's error is max |out - ref| / max |ref| against float64. A path that
+(general-32, general-64), and bmm's own pick (`bmm`); `--paths` names others (`mma-64 whole-k`: the
+mma kernel without its split-K). A closing list names the cases where another path beat bmm's pick by
+more than 10% under both timings (the routing rules' misses), largest gain first; `--out FILE` writes
+every timing, one JSON object a case. Each path's error is max |out - ref| / max |ref| against float64. A path that
 cannot take the operands prints `-`.
 """
 import argparse
 import functools
+import json
 import os
 import statistics
 import sys
@@ -47,6 +50,7 @@ import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 T = torch.ops.tiles
 PATHS = ("hopper", "mma-64", "mma-128", "thin", "general-32", "general-64")  # mma and general at each tile size
 GRAPH_CALLS = 20
+REP_MS = 40  # do_bench's repetition time per timing (--rep-ms)
 
 
 class Case(NamedTuple):
@@ -108,7 +112,6 @@ def slow_grid_cases(prec, below=0.95, max_multiply_adds=2 ** 31, results=None) -
     """The `prec` grid cases of this machine's results file (or of `results`) below `below`x
     (bmm_grid.py), slowest first, up to `max_multiply_adds` (larger ones would take seconds each on the
     general kernel): where a routing rule has the most to gain. Run them under GRID_PRECISIONS[prec]."""
-    import json
     import re
     import results_file
     path = results or results_file.path_for(torch.cuda.get_device_name())
@@ -161,7 +164,7 @@ def graph_us(fn):
     with torch.cuda.graph(graph):
         for _ in range(GRAPH_CALLS):
             fn()
-    return do_bench(graph.replay, warmup=5, rep=40) * 1e3 / GRAPH_CALLS
+    return do_bench(graph.replay, warmup=5, rep=REP_MS) * 1e3 / GRAPH_CALLS
 
 
 def timed(fn, device):
@@ -176,7 +179,7 @@ def timed(fn, device):
         us = statistics.median(times) * 1e6
         return us, us
     from triton.testing import do_bench
-    return do_bench(fn, warmup=5, rep=40) * 1e3, graph_us(fn)
+    return do_bench(fn, warmup=5, rep=REP_MS) * 1e3, graph_us(fn)
 
 
 def relative_error(out, ref):
@@ -184,10 +187,13 @@ def relative_error(out, ref):
 
 
 def run_case(case, device, paths=PATHS):
+    """Times `case` on torch and on each of `paths`, prints one line, and returns the timings:
+    {"case", "route" (bmm's pick), "torch": (flushed, b2b), "paths": {path: (flushed, b2b, error)}}."""
     a, b = case.operands(device)
     ref = torch.matmul(a.double(), b.double())
     flushed, b2b = timed(lambda: torch.matmul(a, b), device)
-    line = f"{case.name():<30} {T._bmm_path(a, b)[:42]:<42} torch {flushed:7.1f} / {b2b:7.1f} |"
+    row = {"case": case.name(), "route": T._bmm_path(a, b), "torch": (flushed, b2b), "paths": {}}
+    line = f"{case.name():<30} {row['route'][:42]:<42} torch {flushed:7.1f} / {b2b:7.1f} |"
     paths = paths if device == "cuda" else ("bmm",)
     for path in paths:
         if path.startswith("mma-128") and case.dtype == torch.float64:  # the DMMA kernel has one tile
@@ -199,8 +205,38 @@ def run_case(case, device, paths=PATHS):
             line += f" {path} - |"
             continue
         flushed, b2b = timed(call, device)
+        row["paths"][path] = (flushed, b2b, err)
         line += f" {path} {flushed:7.1f} / {b2b:7.1f} e{err:.0e} |"
     print(line, flush=True)
+    return row
+
+
+def misroutes(rows, margin=0.1):
+    """The rows where a timed path beat bmm's own pick ("bmm") by more than `margin` both flushed and
+    back to back (one timing alone moves by more than that between runs), largest flushed gain first:
+    (gain, case, route, faster path, bmm's (flushed, b2b), that path's (flushed, b2b))."""
+    found = []
+    for row in rows:
+        own = row["paths"].get("bmm")
+        if own is None:
+            continue
+        for path, (flushed, b2b, _) in row["paths"].items():
+            if path != "bmm" and flushed * (1 + margin) < own[0] and b2b * (1 + margin) < own[1]:
+                found.append((own[0] / flushed, row["case"], row["route"], path, own[:2], (flushed, b2b)))
+    best = {}
+    for item in sorted(found, reverse=True):  # the fastest other path of each case
+        best.setdefault(item[1], item)
+    return sorted(best.values(), reverse=True)
+
+
+def print_misroutes(rows, margin=0.1):
+    found = misroutes(rows, margin)
+    timed_cases = sum("bmm" in row["paths"] for row in rows)
+    print(f"\n{len(found)} of {timed_cases} cases have a path more than {margin:.0%} faster than bmm's own "
+          f"pick, flushed and back to back:")
+    for gain, case, route, path, own, other in found:
+        print(f"  {case:<30} {route[:40]:<40} {own[0]:7.1f} / {own[1]:7.1f} -> {path} {other[0]:7.1f} / "
+              f"{other[1]:7.1f} ({gain:.2f}x)")
 
 
 def parse_shape(text):
@@ -209,6 +245,7 @@ def parse_shape(text):
 
 
 def main(argv=None):
+    global REP_MS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=PRESETS, default="small-float32")
     parser.add_argument("--shape", action="append", type=parse_shape, help="B,M,N,K[,layout] (B=0: a 2-D call); "
@@ -219,13 +256,19 @@ def main(argv=None):
                         help="torch.set_float32_matmul_precision for the run (default: the slow-grid "
                              "preset's, else highest)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--paths", type=lambda text: tuple(text.split(",")), default=PATHS,
-                        help="comma-separated paths to time (default: " + ",".join(PATHS) + "); 'bmm' is the "
-                             "path bmm picks, 'mma-64 whole-k' / 'mma-128 whole-k' the mma kernel without split-K")
+    parser.add_argument("--out", help="also write the timings here, one JSON object a case")
+    parser.add_argument("--limit", type=int, default=0, help="the first N cases only (0: all)")
+    parser.add_argument("--rep-ms", type=float, default=REP_MS,
+                        help="do_bench repetition per timing, ms (default %(default)s; ~10 for a quick survey)")
+    parser.add_argument("--paths", type=lambda text: tuple(text.split(",")), default=("bmm",) + PATHS,
+                        help="comma-separated paths to time (default: bmm," + ",".join(PATHS) + "); 'bmm' is "
+                             "the path bmm picks (with it, a closing list of the cases another path beats), 'mma-64 whole-k' / 'mma-128 whole-k' the mma kernel without split-K")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not (torch.cuda.is_available() and torch_tiles.built_with_cuda()):
         sys.exit("bmm_paths.py needs a GPU and a CUDA build of torch_tiles (or --device cpu for a dry run)")
     cases = args.shape or PRESETS[args.preset]()
+    cases = cases[:args.limit] if args.limit else cases
+    REP_MS = args.rep_ms
     if args.shape and args.dtype:
         cases = [c._replace(dtype=getattr(torch, args.dtype)) for c in cases]
     preset_prec = args.preset[len("slow-grid-"):] if args.preset.startswith("slow-grid-") and not args.shape else None
@@ -234,8 +277,12 @@ def main(argv=None):
     where = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"{where} | torch {torch.__version__} | float32 precision {args.precision} | times in us, "
           f"flushed / back to back")
-    for case in cases:
-        run_case(case, args.device, args.paths)
+    rows = [run_case(case, args.device, args.paths) for case in cases]
+    if args.out:
+        with open(args.out, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    print_misroutes(rows)
 
 
 if __name__ == "__main__":

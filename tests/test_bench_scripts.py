@@ -258,9 +258,25 @@ def test_bmm_paths_slow_grid_cases(bmm_paths, tmp_path):
 
 def test_bmm_paths_dry_run(bmm_paths, capsys):
     bmm_paths.main(["--device", "cpu", "--shape", "0,5,7,3,TN", "--shape", "2,4,6,8", "--dtype", "float64"])
-    lines = capsys.readouterr().out.splitlines()[1:]
+    out = capsys.readouterr().out.splitlines()
+    lines, summary = out[1:3], out[3:]
     assert [line.split()[:3] for line in lines] == [["float64", "TN", "5x7x3"], ["float64", "NN", "2x4x6x8"]]
+    assert summary[1].startswith("0 of 2 cases have a path")  # the CPU times bmm alone
     assert all(" bmm " in line and "e" in line.split(" bmm ")[1] for line in lines)
+
+
+def test_bmm_paths_misroutes(bmm_paths):
+    # a path counts only where it beats bmm's pick by more than the margin under both timings; each case
+    # names its fastest such path; cases without a timed pick are left out
+    def row(case, paths):
+        return {"case": case, "route": "mma-sync", "torch": (1.0, 1.0), "paths": paths}
+    rows = [row("a", {"bmm": (20.0, 10.0, 0), "general-32": (10.0, 5.0, 0), "thin": (8.0, 9.5, 0)}),
+            row("b", {"bmm": (20.0, 10.0, 0), "mma-64": (15.0, 8.0, 0), "hopper": (12.0, 7.0, 0)}),
+            row("c", {"bmm": (20.0, 10.0, 0), "mma-64": (19.0, 5.0, 0)}),
+            row("d", {"mma-64": (1.0, 1.0, 0)})]
+    found = bmm_paths.misroutes(rows)
+    assert [(case, path, round(gain, 3)) for gain, case, _, path, _, _ in found] == [
+        ("a", "general-32", 2.0), ("b", "hopper", 1.667)]
 
 
 def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
