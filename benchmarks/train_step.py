@@ -11,7 +11,9 @@ Cases (speedup = PyTorch time / tiles time, so above 1 is tiles ahead):
   from the batch gather to the loss on the host, so it includes one device sync. Modes: eager,
   compile (torch.compile(fullgraph=True)), cuda-graphs (the whole step replayed from one CUDA graph).
 - `overhead <cpu|cuda> grad=<0|1> <op>`: the time of one call on a 16-element input (bmm: 2x4x4 times
-  2x4x4) against `torch.ops.aten`'s op through the same dispatcher path (`torch.ops.<ns>.<op>.<overload>`),
+  2x4x4) against `torch.ops.aten`'s op through the same dispatcher path (`torch.ops.<ns>.<op>.<overload>`);
+  `overhead ... api <op>`: torch_tiles' own wrapper (`torch_tiles.map`, ...: a direct call in eager mode)
+  against torch's function (`torch.exp`, `torch.add`, `torch.sum`, `torch.bmm`), what scripts call;
   calls issued back to back and the device synchronised once at the end; grad=1 makes the inputs
   require grad, so each call also records its autograd node.
 Each case runs in alternating rounds (tiles first, then PyTorch first, ...) and reports the median,
@@ -72,6 +74,11 @@ def overhead_calls(device, grad):
         ("zip", lambda: T.zip.default(a, b, "add"), lambda: A.add.Tensor(a, b)),
         ("reduce", lambda: T.reduce.default(x, [0], "sum", False), lambda: A.sum.dim_IntList(x, [0])),
         ("bmm", lambda: T.bmm.default(ma, mb), lambda: A.bmm.default(ma, mb)),
+        # What scripts call: torch_tiles' wrappers (direct calls in eager mode) against torch's functions.
+        ("api map", lambda: torch_tiles.map(x, "exp"), lambda: torch.exp(x)),
+        ("api zip", lambda: torch_tiles.zip(a, b, "add"), lambda: torch.add(a, b)),
+        ("api reduce", lambda: torch_tiles.reduce(x, 0, "sum"), lambda: torch.sum(x, 0)),
+        ("api bmm", lambda: torch_tiles.bmm(ma, mb), lambda: torch.bmm(ma, mb)),
     ]
 
 

@@ -2,9 +2,10 @@
 
 Their gradients come from the tiles ops' autograd formulas (softmax, log_softmax and cross_entropy have
 backward formulas of their own, also written in tiles ops), so forward, backward and double backward all
-run on the tiles kernels, and ``torch.compile(fullgraph=True)`` traces them (every call goes through
-``torch.ops.tiles``). Conventions follow ``torch.nn.functional`` except where a docstring says otherwise;
-note that :func:`linear` takes its weight as ``[in_features, out_features]``.
+run on the tiles kernels, and ``torch.compile(fullgraph=True)`` traces them (under it every call goes
+through ``torch.ops.tiles``; in eager mode through the ops' direct calls, torch_tiles/ops.py).
+Conventions follow ``torch.nn.functional`` except where a docstring says otherwise; note that
+:func:`linear` takes its weight as ``[in_features, out_features]``.
 """
 import math
 from typing import Optional
@@ -12,25 +13,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+# The ops' own wrappers: in eager mode they call the ops directly, with less per-call overhead than
+# torch.ops (torch_tiles/ops.py); under torch.compile they call torch.ops.tiles.
+from .ops import bmm as _bmm, map as _map, reduce as _reduce, zip as _zip
+
 __all__ = ["matmul", "linear", "relu", "gelu", "softmax", "log_softmax", "cross_entropy", "mse_loss"]
 
 _tiles = torch.ops.tiles
-
-
-def _bmm(a, b):
-    return _tiles.bmm.default(a, b)
-
-
-def _map(x, fn):
-    return _tiles.map.default(x, fn)
-
-
-def _zip(a, b, fn):
-    return _tiles.zip.default(a, b, fn)
-
-
-def _reduce(x, dim, fn, keepdim=False):
-    return _tiles.reduce.default(x, dim, fn, keepdim)
 
 
 # ---- matmul ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "binding/direct_calls.h"
 #include "tiles/functions.h"
 
 TORCH_LIBRARY(tiles, m) {
@@ -95,4 +96,8 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "torch_tiles native operators
 }  // namespace
 
 // Importing torch_tiles._C loads this library, which runs the registrations above.
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__C() {
+  PyObject* m = PyModule_Create(&module);
+  if (m && PyModule_AddFunctions(m, tiles::kDirectCalls) < 0) Py_CLEAR(m);
+  return m;
+}
