@@ -74,6 +74,21 @@ def test_relu_grad_at_nan_and_inf_matches_torch(dtype, create_graph, device):
     torch.testing.assert_close(got[checked], ref[checked], rtol=0, atol=0, equal_nan=True)
 
 
+def test_zip_gradient_rounds_a_wider_zero_dim_operand(device):
+    # A float32 0-dim factor of a float16 tensor enters the product and its gradient rounded to float16,
+    # as every torch op but mul / div with the 0-dim operand second rounds it (those two keep its value).
+    s = torch.tensor(0.1, device=device, requires_grad=True)
+    s16 = s.detach().half().float()
+    t = torch.tensor([0.3, -2.0, 7.0], dtype=torch.float16, device=device, requires_grad=True)
+    g = torch.tensor([1.0, 0.5, -3.0], dtype=torch.float16, device=device)
+    for fn, grad_t in (("mul", g.float() * s16), ("div", g.float() / s16)):
+        got_t, got_s = torch.autograd.grad(ops.zip(t, s, fn), (t, s), g)
+        assert got_t.dtype == torch.float16 and got_s.dtype == torch.float32
+        torch.testing.assert_close(got_t, grad_t.half(), rtol=0, atol=0)
+    # -3 * 0.1 rounds to another float16 than -3 * float16(0.1): the test tells the two apart
+    assert (g.float() * s16).half()[2] != (g.float() * 0.1).half()[2]
+
+
 def test_map_gradcheck_zero_dim_and_empty(device):
     x = leaf((), device)
     assert gradcheck(lambda t: ops.map(t, "tanh"), (x,))

@@ -141,6 +141,24 @@ def test_zero_dim_float64_with_float16_gives_float16(device):
     assert_close_to_ref(out, t.double() + 1.5, torch.float16)
 
 
+@pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64], ids=dtype_id)
+@pytest.mark.parametrize("tensor_dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+def test_wider_zero_dim_operand_is_rounded_to_the_result_dtype(tensor_dtype, scalar_dtype, device):
+    # PyTorch casts every operand to the result dtype before computing: x - s is 0 and x == s holds
+    # where x is s rounded to float16, though 0.1 itself is not a float16 value. (torch's mul and div
+    # with the 0-dim operand second keep its unrounded value; tiles rounds it there too.)
+    s = torch.tensor(0.1, dtype=scalar_dtype, device=device)
+    x = torch.tensor([0.1, 0.2, -0.1], dtype=tensor_dtype, device=device)
+    zip_ = torch.ops.tiles.zip
+    for fn in ("sub", "eq", "le", "max", "mul", "div"):
+        for a, b in ((x, s), (s, x)):
+            out = zip_(a, b, fn)
+            ref = ZIP_REF[fn](a.to(tensor_dtype).double().cpu(), b.to(tensor_dtype).double().cpu())
+            assert_close_to_ref(out, ref, tensor_dtype, exact=fn in ZIP_EXACT)
+    assert zip_(x, s, "sub")[0].item() == 0 and zip_(x, s, "eq")[0].item() == 1
+    assert torch.equal(zip_(x, s, "sub"), x - s) and torch.equal(zip_(s, x, "div"), s / x)
+
+
 @pytest.mark.parametrize("dtypes", [(torch.float16, torch.float64), (torch.float64, torch.bfloat16),
                                     (torch.float16, torch.bfloat16)], ids=dtype_id)
 def test_two_zero_dim_tensors_promote(dtypes, device):

@@ -48,9 +48,10 @@ void zip_grad(const ZipGradProblem& p) {
   TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::_zip_backward", [&] {
     using T = opmath_t<scalar_t>;
     const void* ptrs[3] = {p.grad.const_data_ptr(), p.a.const_data_ptr(), p.b.const_data_ptr()};
-    const Loads<DynamicLoad, 3> loads{{DynamicLoad{to_dtype(p.grad.scalar_type())},
-                                       DynamicLoad{to_dtype(p.a.scalar_type())},
-                                       DynamicLoad{to_dtype(p.b.scalar_type())}}};
+    const Dtype result = to_dtype(p.grad.scalar_type());  // the forward's result dtype
+    const Loads<DynamicLoad, 3> loads{{DynamicLoad{result, result},
+                                       DynamicLoad{to_dtype(p.a.scalar_type()), result},
+                                       DynamicLoad{to_dtype(p.b.scalar_type()), result}}};
     dispatch_fn(p.fn, [&](auto fn) {
       constexpr ZipFn F = decltype(fn)::value;
       if constexpr (has_zip_grad_kernel(F)) {

@@ -435,8 +435,8 @@ void zip_typed(const ZipArgs& z, int64_t begin, int64_t end) {
     binary_same_dtype(static_cast<const S*>(z.a), static_cast<const S*>(z.b), out, *z.in, begin, end, op);
     return;
   }
-  // Operands of other dtypes: converted to the op-math type as they are staged.
-  const DynamicLoad la{z.a_dtype}, lb{z.b_dtype};
+  // Operands of other dtypes: converted to the result dtype, then the op-math type, as they are staged.
+  const DynamicLoad la{z.a_dtype, z.out_dtype}, lb{z.b_dtype, z.out_dtype};
   for_each_run(*z.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
     T ba[kBlock], bb[kBlock];
     for (int64_t j0 = 0; j0 < count; j0 += kBlock) {

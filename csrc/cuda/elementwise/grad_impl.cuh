@@ -28,9 +28,10 @@ void zip_grad_typed(const ZipGradProblem& p) {
         if (p.same_dtype) {
           elementwise::launch<scalar_t, Op>(out, ptrs, p.in, p.numel);
         } else {
-          elementwise::LoadSet<DynamicLoad, 3> loads{{DynamicLoad{to_dtype(p.grad.scalar_type())},
-                                                      DynamicLoad{to_dtype(p.a.scalar_type())},
-                                                      DynamicLoad{to_dtype(p.b.scalar_type())}}};
+          const Dtype result = to_dtype(p.grad.scalar_type());  // the forward's result dtype
+          elementwise::LoadSet<DynamicLoad, 3> loads{{DynamicLoad{result, result},
+                                                      DynamicLoad{to_dtype(p.a.scalar_type()), result},
+                                                      DynamicLoad{to_dtype(p.b.scalar_type()), result}}};
           elementwise::launch_strided<scalar_t, Op>(out, ptrs, p.in, p.numel, loads);
         }
       };

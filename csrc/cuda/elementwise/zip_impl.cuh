@@ -17,8 +17,9 @@ void zip_typed(const ZipProblem& p) {
     if (p.same_dtype) {
       elementwise::launch<scalar_t, Op>(out, ptrs, p.in, p.numel);
     } else {
-      elementwise::LoadSet<DynamicLoad, 2> loads{{DynamicLoad{to_dtype(p.a.scalar_type())},
-                                                  DynamicLoad{to_dtype(p.b.scalar_type())}}};
+      const Dtype result = to_dtype(p.out.scalar_type());
+      elementwise::LoadSet<DynamicLoad, 2> loads{{DynamicLoad{to_dtype(p.a.scalar_type()), result},
+                                                  DynamicLoad{to_dtype(p.b.scalar_type()), result}}};
       elementwise::launch_strided<scalar_t, Op>(out, ptrs, p.in, p.numel, loads);
     }
   });
