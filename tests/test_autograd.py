@@ -74,6 +74,27 @@ def test_relu_grad_at_nan_and_inf_matches_torch(dtype, create_graph, device):
     torch.testing.assert_close(got[checked], ref[checked], rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("op", ["relu", "abs", "max", "min", "maximum"])
+def test_gradient_penalty_through_masks_matches_torch(op, device):
+    # The gradient of a gradient with respect to the input (a gradient penalty): the input reaches it
+    # only through relu's / abs's / max's masks, whose derivative is zero. torch gives zeros for relu and
+    # abs; for amax / maximum it calls the input unused (None here), where tiles gives zeros.
+    ours = {"relu": lambda t: ops.map(t, "relu"), "abs": lambda t: ops.map(t, "abs"),
+            "max": lambda t: ops.reduce(t, [1], "max"), "min": lambda t: ops.reduce(t, [1], "min"),
+            "maximum": lambda t: ops.zip(t, t.flip(0), "max")}[op]
+    theirs = {"relu": torch.relu, "abs": torch.abs, "max": lambda t: t.amax(1), "min": lambda t: t.amin(1),
+              "maximum": lambda t: torch.maximum(t, t.flip(0))}[op]
+    x0, w0 = torch.randn(4, 3, dtype=F64, device=device), torch.randn(3, 3, dtype=F64, device=device)
+    results = []
+    for f in (ours, theirs):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        (gx,) = torch.autograd.grad(f(x @ w).sum(), x, create_graph=True)
+        results.append(torch.autograd.grad((gx ** 2).sum(), (w, x), allow_unused=f is theirs))
+    assert all(g is not None for g in results[0])
+    for got, want, like in zip(*results, (w0, x0)):
+        torch.testing.assert_close(got, torch.zeros_like(like) if want is None else want, **GRAD_TOL)
+
+
 def test_zip_gradient_rounds_a_wider_zero_dim_operand(device):
     # A float32 0-dim factor of a float16 tensor enters the product and its gradient rounded to float16,
     # as every torch op but mul / div with the 0-dim operand second rounds it (those two keep its value).
@@ -193,9 +214,9 @@ def test_comparisons_have_zero_gradient(fn, device):
     if not out.requires_grad:
         return  # treated as non-differentiable: fine
     # and inside a differentiable expression the comparison contributes nothing
-    grads = torch.autograd.grad((out * 3.0).sum(), (a, b), allow_unused=True)
+    grads = torch.autograd.grad((out * 3.0).sum(), (a, b))  # a zero, not "unused"
     for g, t in zip(grads, (a, b)):
-        assert g is None or (g.shape == t.shape and (g == 0).all())
+        assert g.shape == t.shape and g.dtype == t.dtype and (g == 0).all()
 
 
 def test_comparison_inside_differentiable_expression(device):
@@ -271,6 +292,18 @@ def test_reduce_prod_with_zeros_matches_torch(dim, device):
     torch.testing.assert_close(gx, gx_r, **GRAD_TOL)
     torch.testing.assert_close(ggo, ggo_r, **GRAD_TOL)
     assert torch.isfinite(g).all() and torch.isfinite(gx).all()
+
+
+def test_reduce_prod_gradient_with_an_infinite_element(device):
+    # 0 * inf in the zero bookkeeping once made every gradient of the slice NaN; torch gives the
+    # products of the other elements (inf, and inf / inf = NaN at the infinite element)
+    inf = float("inf")
+    for row in ([1.0, inf, 3.0, 2.0], [-2.0, 0.5, -inf, 4.0]):
+        x = torch.tensor([row, [1.0, 2.0, 3.0, 4.0]], dtype=F64, device=device, requires_grad=True)
+        (got,) = torch.autograd.grad(ops.reduce(x, [1], "prod").sum(), x)
+        x2 = x.detach().clone().requires_grad_(True)
+        (want,) = torch.autograd.grad(x2.prod(1).sum(), x2)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("zeros", [{0: [1]}, {0: [1, 3]}, {0: [0, 1, 2, 3]}],

@@ -37,7 +37,11 @@ at::Tensor prod_grad(const at::Tensor& x, const at::Tensor& g, const std::vector
   const at::Tensor x_nonzero = zip_op(times(x, one_minus(zero)), zero, "add");
   const at::Tensor others_nonzero = zip_op(reduce(x_nonzero, "prod"), x_nonzero, "div");
   const at::Tensor other_zeros = zip_op(reduce(zero, "sum"), zero, "sub");
-  const at::Tensor zero_x = times(zero, x);
+  // z_k x_k: 0 in value, z_k in derivative. x is clamped to [-1, 1] first (which leaves it as it is
+  // near 0, the only place z_k is 1) so that an infinite x_k gives 0 * 1, not 0 * inf = NaN across
+  // its whole slice.
+  const at::Tensor zero_x =
+      times(zero, zip_op(zip_op(x, constant(x, 1.0), "min"), constant(x, -1.0), "max"));
   const at::Tensor one_other_zero =
       times(zip_op(other_zeros, constant(x, 1.0), "eq"), zip_op(reduce(zero_x, "sum"), zero_x, "sub"));
   const at::Tensor others_zero = zip_op(zip_op(other_zeros, constant(x, 0.0), "eq"), one_other_zero, "add");
@@ -102,7 +106,7 @@ at::Tensor zip_grad(const at::Tensor& grad, const at::Tensor& a, const at::Tenso
       [[fallthrough]];
     case ZipFn::Max: case ZipFn::Min: case ZipFn::Pow:
       return calls::zip_backward(grad, a, b, kZipFnNames[int(f)], which);
-    default: return at::Tensor();  // comparisons are piecewise constant
+    default: return at::Tensor();  // comparisons are piecewise constant: ZipBackward gives a zero
   }
 }
 

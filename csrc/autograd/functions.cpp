@@ -66,7 +66,16 @@ struct ZipBackward : TilesNode<2> {
     for (int which = 0; which < 2; ++which) {
       if (!task_should_compute_output(which)) continue;  // asked for in this backward
       at::Tensor g = zip_grad(grads[0], a, b, fn, which);
-      if (!g.defined()) continue;
+      if (!g.defined()) {
+        // A comparison: its derivative is zero, given as a zero (a 0-dim one, expanded), not as
+        // "unused", so that an input reached only through comparisons still gets a gradient, as
+        // torch's own masks give one (threshold_backward for relu, sgn for abs): relu, abs, max / min
+        // and their ties differentiate through comparisons in double backward.
+        const at::ScalarType dtype = dtypes[which].value_or(grads[0].scalar_type());
+        out[which] = at::zeros({}, grads[0].options().dtype(dtype))
+                         .expand_symint(sizes[which] ? c10::SymIntArrayRef(*sizes[which]) : grads[0].sym_sizes());
+        continue;
+      }
       if (sizes[which]) g = autograd::sum_to(g, *sizes[which]);
       if (dtypes[which]) g = g.to(*dtypes[which]);
       out[which] = g;
