@@ -99,6 +99,17 @@ def test_softmax_matches_torch(device, dtype, fn, ref, dim):
 
 @pytest.mark.parametrize("fn, ref", [(F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)],
                          ids=["softmax", "log_softmax"])
+def test_softmax_over_an_empty_dim(device, fn, ref):
+    for shape, dim in (((3, 0), -1), ((0, 5), 0), ((0, 5), 1)):
+        x = torch.randn(shape, device=device, requires_grad=True)
+        out = fn(x, dim)
+        assert out.shape == ref(x, dim).shape and out.dtype == x.dtype
+        (g,) = torch.autograd.grad(out, x, torch.ones_like(out))
+        assert g.shape == x.shape
+
+
+@pytest.mark.parametrize("fn, ref", [(F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)],
+                         ids=["softmax", "log_softmax"])
 def test_softmax_large_logits_stay_finite(device, dtype, fn, ref):
     """exp(1000) overflows even float64: only the max-shifted form gives finite, correct values."""
     x = torch.tensor([[1000.0, 0.0, -1000.0], [1000.0, 999.0, 998.0], [-1000.0, -1000.0, -1001.0]],
@@ -176,6 +187,16 @@ def test_cross_entropy_target_out_of_range_is_not_checked(device):
     assert rows[1:].tolist() == [float("inf")] * 2
     (grad,) = torch.autograd.grad(rows, logits, torch.ones(3, device=device, dtype=torch.float64))
     torch.testing.assert_close(grad[1:], torch.softmax(logits[1:].detach(), 1))
+
+
+def test_cross_entropy_tells_classes_apart_past_2_to_the_24():
+    # float32 holds integers exactly only up to 2^24: class 2^24 + 1 must not match class 2^24
+    classes = 2 ** 24 + 3
+    logits = torch.zeros(2, classes)
+    logits[:, 2 ** 24] = 10.0
+    target = torch.tensor([2 ** 24 + 1, 2 ** 24])
+    ref = TF.cross_entropy(logits.double(), target, reduction="none").float()  # torch's float32 is 4e-4 off
+    torch.testing.assert_close(F.cross_entropy(logits, target, reduction="none"), ref, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean"])

@@ -104,7 +104,10 @@ def gelu(x: Tensor) -> Tensor:
 
 
 def _shifted(x: Tensor, dim: int) -> Tensor:
-    """x minus its max along `dim`, so that exp() of it is at most 1 and cannot overflow."""
+    """x minus its max along `dim`, so that exp() of it is at most 1 and cannot overflow. Along an empty
+    dim there is no max (and nothing to shift): x, as a new tensor."""
+    if x.shape[dim] == 0:
+        return _map(x, "id")
     return _zip(x, _reduce(x, [dim], "max", True), "sub")
 
 
@@ -185,7 +188,8 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Te
     A floating-point (or bool) ``target`` raises TypeError: class probabilities are not supported.
 
     The target's one-hot mask is made by a tiles zip "eq" of the targets against 0..C-1 (in float32,
-    which holds class indices exactly where bfloat16 would not past 256), so the loss needs no gather
+    which holds class indices exactly up to 2^24 where bfloat16 would not past 256; float64 for more
+    classes), so the loss needs no gather
     and no host sync and can be captured in a CUDA graph. Unlike PyTorch, targets are not range-checked
     (that would need a sync): a target outside [0, C) makes its row's loss +inf. A class masked out with
     a -inf logit works as in PyTorch.

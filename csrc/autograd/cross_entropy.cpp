@@ -41,13 +41,15 @@ struct Parts {
   at::Tensor loss, one_hot, z, lse;  // [N], [N, C], [N, C], [N]
 };
 
-// The forward, as tiles calls. The one-hot compares in float32, which holds class indices exactly (up
-// to 2^24) where bfloat16 would not past 256. z at the target is the row's max of z + log(one_hot) (0 at
+// The forward, as tiles calls. The one-hot compares in float32, which holds class indices exactly up
+// to 2^24 where bfloat16 would not past 256, and in float64 past 2^24 classes. z at the target is the row's max of z + log(one_hot) (0 at
 // the target, -inf elsewhere), not sum(z * one_hot), whose 0 * -inf is NaN where a class is masked out
 // with a -inf logit; a target outside [0, C) selects no class, so its row's loss is +inf.
 Parts forward(const at::Tensor& logits, const at::Tensor& target) {
-  const at::Tensor classes = at::arange(c10::Scalar(logits.sym_size(1)), logits.options().dtype(at::kFloat));
-  at::Tensor one_hot = calls::zip(target.to(at::kFloat).unsqueeze(1), classes, "eq");
+  const bool wide = logits.sym_size(1) > (int64_t(1) << 24);  // a guard under torch.compile
+  const at::ScalarType index_type = wide ? at::kDouble : at::kFloat;
+  const at::Tensor classes = at::arange(c10::Scalar(logits.sym_size(1)), logits.options().dtype(index_type));
+  at::Tensor one_hot = calls::zip(target.to(index_type).unsqueeze(1), classes, "eq");
   if (one_hot.scalar_type() != logits.scalar_type()) one_hot = one_hot.to(logits.scalar_type());
   const at::Tensor z = calls::zip(logits, calls::reduce(logits, at::IntArrayRef{1}, "max", true), "sub");
   const at::Tensor lse = calls::reduce(z, at::IntArrayRef{1}, "logsumexp", false);
