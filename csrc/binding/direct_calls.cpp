@@ -88,7 +88,9 @@ bool dims_value(PyObject* obj, Dims* out) {
   return true;
 }
 
-// Runs `call` without the GIL (as torch's own bindings do) and wraps its tensor.
+// Runs `call` without the GIL (as torch's own bindings do) and wraps its tensor. The callers hold the
+// inputs as at::Tensor copies (a reference count each), as the generated bindings do, not as
+// references into the Python objects.
 template <class F>
 PyObject* wrapped(const F& call) {
   at::Tensor out;
@@ -104,7 +106,7 @@ PyObject* map_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   std::optional<std::string_view> fn;
   if (nargs != 2 || !plain_tensor(args[0]) || !(fn = str_view(args[1]))) Py_RETURN_NONE;
   static const auto handle = op<at::Tensor(const at::Tensor&, c10::string_view)>("tiles::map");
-  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  const at::Tensor x = THPVariable_Unpack(args[0]);
   return wrapped([&] { return handle.call(x, *fn); });
   END_HANDLE_TH_ERRORS
 }
@@ -116,8 +118,8 @@ PyObject* zip_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
   static const auto handle =
       op<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>("tiles::zip");
-  const at::Tensor& a = THPVariable_Unpack(args[0]);
-  const at::Tensor& b = THPVariable_Unpack(args[1]);
+  const at::Tensor a = THPVariable_Unpack(args[0]);
+  const at::Tensor b = THPVariable_Unpack(args[1]);
   return wrapped([&] { return handle.call(a, b, *fn); });
   END_HANDLE_TH_ERRORS
 }
@@ -131,7 +133,7 @@ PyObject* reduce_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
   static const auto handle =
       op<at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, c10::string_view, bool)>("tiles::reduce");
-  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  const at::Tensor x = THPVariable_Unpack(args[0]);
   const bool keepdim = args[3] == Py_True;
   const at::OptionalIntArrayRef dim =
       dims.none ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(at::IntArrayRef(dims.values, dims.count));
@@ -143,8 +145,8 @@ PyObject* bmm_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1])) Py_RETURN_NONE;
   static const auto handle = op<at::Tensor(const at::Tensor&, const at::Tensor&)>("tiles::bmm");
-  const at::Tensor& a = THPVariable_Unpack(args[0]);
-  const at::Tensor& b = THPVariable_Unpack(args[1]);
+  const at::Tensor a = THPVariable_Unpack(args[0]);
+  const at::Tensor b = THPVariable_Unpack(args[1]);
   return wrapped([&] { return handle.call(a, b); });
   END_HANDLE_TH_ERRORS
 }
