@@ -296,9 +296,10 @@ def test_reduce_prod_with_zeros_matches_torch(dim, device):
 
 def test_reduce_prod_gradient_with_an_infinite_element(device):
     # 0 * inf in the zero bookkeeping once made every gradient of the slice NaN; torch gives the
-    # products of the other elements (inf, and inf / inf = NaN at the infinite element)
+    # products of the other elements (inf, and inf / inf = NaN at an infinite element). A slice that
+    # also holds a zero still differs (README).
     inf = float("inf")
-    for row in ([1.0, inf, 3.0, 2.0], [-2.0, 0.5, -inf, 4.0]):
+    for row in ([1.0, inf, 3.0, 2.0], [-2.0, 0.5, -inf, 4.0], [inf, 1.0, -inf, 2.0]):
         x = torch.tensor([row, [1.0, 2.0, 3.0, 4.0]], dtype=F64, device=device, requires_grad=True)
         (got,) = torch.autograd.grad(ops.reduce(x, [1], "prod").sum(), x)
         x2 = x.detach().clone().requires_grad_(True)

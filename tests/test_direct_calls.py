@@ -186,3 +186,16 @@ def test_compiled_wrappers_trace_torch_ops():
         return torch_tiles.reduce(torch_tiles.map(torch_tiles.bmm(x, w), "gelu"), -1, "sum")
     x, w = torch.randn(2, 5, 3), torch.randn(2, 3, 4)
     torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="eager")(x, w), f(x, w), rtol=0, atol=0)
+
+
+def test_warnings_reach_python_as_through_torch_ops(recwarn):
+    # A C++ TORCH_WARN inside the op (vmap's fallback for an op without a batching rule) is reported as
+    # torch.ops reports it, not as a Python warning that a warnings filter could turn into an error
+    # after the result was made (which once leaked the result).
+    import warnings
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = torch.func.vmap(lambda t: torch_tiles.map(t, "exp"))(x)
+        theirs = torch.func.vmap(lambda t: T.map.default(t, "exp"))(x)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)

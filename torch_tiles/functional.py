@@ -106,7 +106,7 @@ def gelu(x: Tensor) -> Tensor:
 def _shifted(x: Tensor, dim: int) -> Tensor:
     """x minus its max along `dim`, so that exp() of it is at most 1 and cannot overflow. Along an empty
     dim there is no max (and nothing to shift): x, as a new tensor."""
-    if x.shape[dim] == 0:
+    if x.dim() > 0 and x.shape[dim] == 0:
         return _map(x, "id")
     return _zip(x, _reduce(x, [dim], "max", True), "sub")
 

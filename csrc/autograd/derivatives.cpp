@@ -30,7 +30,10 @@ at::Tensor tie_weight(const at::Tensor& self, const at::Tensor& other, const cha
 //   B_i = prod of the other zero elements: 1 if there are none, x_k if x_k is the only other zero,
 //         and 0 (with zero derivative) otherwise, written exactly to first order as
 //         B_i = [others(i) == 0] + [others(i) == 1] * (sum_k z_k x_k - z_i x_i),
-// so the gradient is exact and so is its own gradient (double backward).
+// so the gradient is exact and so is its own gradient (double backward). Not handled: a slice that
+// holds a zero and an infinite element, or whose non-zero product overflows, where A_i * B_i is
+// inf * 0 (NaN) for elements whose true product of the others is 0. (A select there would lose
+// A_i * dB_i, the double backward's term where exactly one other element is zero.)
 at::Tensor prod_grad(const at::Tensor& x, const at::Tensor& g, const std::vector<int64_t>& dims) {
   auto reduce = [&](const at::Tensor& t, const char* fn) { return calls::reduce(t, dims, fn, true); };
   const at::Tensor zero = zip_op(x, constant(x, 0.0), "eq");

@@ -88,6 +88,20 @@ bool dims_value(PyObject* obj, Dims* out) {
   return true;
 }
 
+// Runs `body` (which returns a new reference, or nullptr with a Python error set), translating a C++
+// exception into the Python error torch.ops raises for it. Unlike HANDLE_TH_ERRORS, with no warning
+// handler: a TORCH_WARN is reported as through torch.ops (by c10's handler, not as a Python warning,
+// which a warnings filter could turn into an error after the result was made).
+template <class F>
+PyObject* translated(const F& body) {
+  try {
+    return body();
+  } catch (...) {
+    torch::translate_exception_to_python(std::current_exception());
+    return nullptr;
+  }
+}
+
 // Runs `call` without the GIL (as torch's own bindings do) and wraps its tensor. The callers hold the
 // inputs as at::Tensor copies (a reference count each), as the generated bindings do, not as
 // references into the Python objects.
@@ -102,53 +116,53 @@ PyObject* wrapped(const F& call) {
 }
 
 PyObject* map_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  std::optional<std::string_view> fn;
-  if (nargs != 2 || !plain_tensor(args[0]) || !(fn = str_view(args[1]))) Py_RETURN_NONE;
-  static const auto handle = op<at::Tensor(const at::Tensor&, c10::string_view)>("tiles::map");
-  const at::Tensor x = THPVariable_Unpack(args[0]);
-  return wrapped([&] { return handle.call(x, *fn); });
-  END_HANDLE_TH_ERRORS
+  return translated([&]() -> PyObject* {
+    std::optional<std::string_view> fn;
+    if (nargs != 2 || !plain_tensor(args[0]) || !(fn = str_view(args[1]))) Py_RETURN_NONE;
+    static const auto handle = op<at::Tensor(const at::Tensor&, c10::string_view)>("tiles::map");
+    const at::Tensor x = THPVariable_Unpack(args[0]);
+    return wrapped([&] { return handle.call(x, *fn); });
+  });
 }
 
 PyObject* zip_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  std::optional<std::string_view> fn;
-  if (nargs != 3 || !plain_tensor(args[0]) || !plain_tensor(args[1]) || !(fn = str_view(args[2])))
-    Py_RETURN_NONE;
-  static const auto handle =
-      op<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>("tiles::zip");
-  const at::Tensor a = THPVariable_Unpack(args[0]);
-  const at::Tensor b = THPVariable_Unpack(args[1]);
-  return wrapped([&] { return handle.call(a, b, *fn); });
-  END_HANDLE_TH_ERRORS
+  return translated([&]() -> PyObject* {
+    std::optional<std::string_view> fn;
+    if (nargs != 3 || !plain_tensor(args[0]) || !plain_tensor(args[1]) || !(fn = str_view(args[2])))
+      Py_RETURN_NONE;
+    static const auto handle =
+        op<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>("tiles::zip");
+    const at::Tensor a = THPVariable_Unpack(args[0]);
+    const at::Tensor b = THPVariable_Unpack(args[1]);
+    return wrapped([&] { return handle.call(a, b, *fn); });
+  });
 }
 
 PyObject* reduce_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  Dims dims;
-  std::optional<std::string_view> fn;
-  if (nargs != 4 || !plain_tensor(args[0]) || !dims_value(args[1], &dims) || !(fn = str_view(args[2])) ||
-      !PyBool_Check(args[3]))
-    Py_RETURN_NONE;
-  static const auto handle =
-      op<at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, c10::string_view, bool)>("tiles::reduce");
-  const at::Tensor x = THPVariable_Unpack(args[0]);
-  const bool keepdim = args[3] == Py_True;
-  const at::OptionalIntArrayRef dim =
-      dims.none ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(at::IntArrayRef(dims.values, dims.count));
-  return wrapped([&] { return handle.call(x, dim, *fn, keepdim); });
-  END_HANDLE_TH_ERRORS
+  return translated([&]() -> PyObject* {
+    Dims dims;
+    std::optional<std::string_view> fn;
+    if (nargs != 4 || !plain_tensor(args[0]) || !dims_value(args[1], &dims) || !(fn = str_view(args[2])) ||
+        !PyBool_Check(args[3]))
+      Py_RETURN_NONE;
+    static const auto handle =
+        op<at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, c10::string_view, bool)>("tiles::reduce");
+    const at::Tensor x = THPVariable_Unpack(args[0]);
+    const bool keepdim = args[3] == Py_True;
+    const at::OptionalIntArrayRef dim =
+        dims.none ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(at::IntArrayRef(dims.values, dims.count));
+    return wrapped([&] { return handle.call(x, dim, *fn, keepdim); });
+  });
 }
 
 PyObject* bmm_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1])) Py_RETURN_NONE;
-  static const auto handle = op<at::Tensor(const at::Tensor&, const at::Tensor&)>("tiles::bmm");
-  const at::Tensor a = THPVariable_Unpack(args[0]);
-  const at::Tensor b = THPVariable_Unpack(args[1]);
-  return wrapped([&] { return handle.call(a, b); });
-  END_HANDLE_TH_ERRORS
+  return translated([&]() -> PyObject* {
+    if (nargs != 2 || !plain_tensor(args[0]) || !plain_tensor(args[1])) Py_RETURN_NONE;
+    static const auto handle = op<at::Tensor(const at::Tensor&, const at::Tensor&)>("tiles::bmm");
+    const at::Tensor a = THPVariable_Unpack(args[0]);
+    const at::Tensor b = THPVariable_Unpack(args[1]);
+    return wrapped([&] { return handle.call(a, b); });
+  });
 }
 
 }  // namespace
