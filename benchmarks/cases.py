@@ -1,4 +1,6 @@
-"""Benchmark cases: each times a tiles op against the PyTorch op that computes the same thing.
+"""Benchmark cases: each times a tiles op against the PyTorch op that computes the same thing, each
+called as a script calls it: torch_tiles.map / zip / reduce / bmm (a direct call of the op in eager
+mode, torch_tiles/ops.py) against torch's function.
 
 A case knows how to build its inputs (fresh random data, on the GPU), the two callables to time, the
 bytes it must move at least (each input read once, the output written once) or the flops it must do,
@@ -9,7 +11,7 @@ from typing import Callable, Optional
 
 import torch
 
-T = torch.ops.tiles
+import torch_tiles
 
 
 @dataclass
@@ -37,7 +39,7 @@ def _rand(*shape, dtype=torch.float32):
 
 
 def _map_case(name, make, fn, torch_fn, quick=True):
-    return Case(name, make, lambda x: T.map(x, fn), torch_fn,
+    return Case(name, make, lambda x: torch_tiles.map(x, fn), torch_fn,
                 bytes=lambda x: 2 * x.numel() * x.element_size(), quick=quick)
 
 
@@ -45,14 +47,14 @@ def _zip_case(name, make, fn, torch_fn, quick=True):
     def moved(a, b):
         out_numel = torch.broadcast_shapes(a.shape, b.shape).numel()
         return _nbytes(a, b) + out_numel * torch.result_type(a, b).itemsize
-    return Case(name, make, lambda a, b: T.zip(a, b, fn), torch_fn, bytes=moved, quick=quick)
+    return Case(name, make, lambda a, b: torch_tiles.zip(a, b, fn), torch_fn, bytes=moved, quick=quick)
 
 
 def _reduce_case(name, make, dim, fn, torch_fn, quick=True):
     def moved(x):
         out_numel = x.numel() // (x.shape[dim] if dim is not None else x.numel())
         return _nbytes(x) + out_numel * x.element_size()
-    return Case(name, make, lambda x: T.reduce(x, None if dim is None else [dim], fn), torch_fn,
+    return Case(name, make, lambda x: torch_tiles.reduce(x, dim, fn), torch_fn,
                 bytes=moved, quick=quick)
 
 
@@ -67,7 +69,7 @@ def _bmm_case(name, batch, m, n, k, dtype=torch.bfloat16, a_t=False, b_t=False, 
 
     def flops(a, b):
         return 2 * a.shape[0] * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    return Case(name, make, T.bmm, torch.matmul, flops=flops, quick=quick, precision=precision, error="fro")
+    return Case(name, make, torch_tiles.bmm, torch.matmul, flops=flops, quick=quick, precision=precision, error="fro")
 
 
 R, C = 4096, 8192

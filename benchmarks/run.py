@@ -31,9 +31,11 @@ import sys
 
 import torch
 
-import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
+import torch_tiles  # registers torch.ops.tiles
 
-from cases import T, all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+from cases import all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+
+T = torch.ops.tiles
 import results_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -132,7 +134,7 @@ def run_case(case, ceilings, rounds=3):
         tiles_b2b, torch_b2b, spread_b2b = time_pair(lambda: b2b_ms(case.tiles, sets),
                                                      lambda: b2b_ms(case.torch, sets), rounds, bench=lambda f: f())
         del sets
-        path = T._bmm_path(*inputs) if case.tiles is T.bmm else None  # float32's path depends on the precision
+        path = T._bmm_path(*inputs) if case.tiles is torch_tiles.bmm else None  # float32's path depends on the precision
     finally:
         torch.set_float32_matmul_precision(previous)
     floor = {}
