@@ -313,6 +313,12 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         r[1, n - 1] = float("nan")
         for fn in ("max", "min"):
             assert torch.isnan(T.reduce(r, [1], fn)).tolist() == [False, True, False], (n, fn)
+    if dtype == torch.float16:  # F16C's conversions (x86 sets) round as c10's: ties to even, overflow, subnormals
+        a = torch.tensor([1.0, 1.0, 65504.0, 6.0e-8, -3.0e-5, float("inf"), float("nan"), 0.1, -0.0] * 8, dtype=dtype)
+        b = torch.tensor([2.0 ** -11, 3 * 2.0 ** -11, 16.0, 6.0e-8, 1.0e-5, -1.0, 1.0, 0.2, 0.0] * 8, dtype=dtype)
+        for fn, ref in (("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)):
+            torch.testing.assert_close(T.zip(a, b, fn), ref(a, b), rtol=0, atol=0, equal_nan=True)
+        assert T.zip(a, b, "add")[:3].tolist() == [1.0, 1.0 + 2.0 ** -9, float("inf")]
     # K = 303: a second k-block of 47 (KC = 256), whose packs transpose 4 x 4 blocks and then a tail of 3
     for ta in (False, True):
         for tb in (False, True):

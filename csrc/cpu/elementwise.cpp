@@ -23,9 +23,20 @@ void map(const MapProblem& p) {
   parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.map_range(args, begin, end); });
 }
 
+// An operand of one element in another dtype than the result (a 0-dim scale, a [1] tensor) converted
+// once to the result dtype, rounded as the per-element path rounds it (tiles/loads.h), so that the
+// product takes the same-dtype vectorized loops instead of converting every element: float16 x with a
+// float64 0-dim factor, 2^20 elements on one thread, 9.3 ms before against torch's 0.09.
+namespace {
+at::Tensor one_element_as(const at::Tensor& t, at::ScalarType dtype) {
+  return t.numel() == 1 && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+}  // namespace
+
 void zip(const ZipProblem& p) {
-  const ZipArgs args{p.fn, to_dtype(p.out.scalar_type()), to_dtype(p.a.scalar_type()), to_dtype(p.b.scalar_type()),
-                     p.a.const_data_ptr(), p.b.const_data_ptr(), p.out.data_ptr(), &p.in};
+  const at::Tensor a = one_element_as(p.a, p.out.scalar_type()), b = one_element_as(p.b, p.out.scalar_type());
+  const ZipArgs args{p.fn, to_dtype(p.out.scalar_type()), to_dtype(a.scalar_type()), to_dtype(b.scalar_type()),
+                     a.const_data_ptr(), b.const_data_ptr(), p.out.data_ptr(), &p.in};
   const Kernels& k = kernels();
   parallel_for(0, p.numel, kGrain, [&](int64_t begin, int64_t end) { k.zip_range(args, begin, end); });
 }

@@ -7,7 +7,7 @@
 // baseline target (the linker may pick any TU's copy of those). No include guard: by design.
 //
 // Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
-// float16 through c10's scalar conversion. Map / zip fns without a vector form here (log, sqrt, tanh,
+// float16 with F16C on the x86 sets that have it, else through c10's scalar conversion. Map / zip fns without a vector form here (log, sqrt, tanh,
 // sin, cos, pow; erf and gelu in double lanes) run c10 / libm per lane over the same blocks.
 
 namespace tiles::cpu::TILES_ISA {
@@ -98,12 +98,37 @@ template <class VD, class VF> inline void add_widened(VD& lo, VD& hi, VF s) {
 }
 
 // B / 4 elements of S (unit stride) as float lanes.
+// float16 <-> float32 with F16C's vcvtph2ps / vcvtps2ph (round to nearest even, as c10::Half), which
+// the x86 sets with 32- and 64-byte vectors are built with (simd_avx2.cpp, simd_avx512.cpp); the others
+// convert a lane at a time through c10.
+#if defined(TILES_ISA_TARGET) && TILES_VEC_BYTES >= 32
+constexpr bool kF16c = true;
+template <int B> inline typename Vec<B>::f f16c_load(const c10::Half* p) {
+  using V = typename Vec<B>::f;
+  if constexpr (B == 16) return (V)_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  else if constexpr (B == 32) return (V)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else return (V)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+template <int B> inline void f16c_store(c10::Half* p, typename Vec<B>::f v) {
+  if constexpr (B == 32)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT));
+  else
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT));
+}
+#else
+constexpr bool kF16c = false;
+template <int B> inline typename Vec<B>::f f16c_load(const c10::Half*) { return {}; }
+template <int B> inline void f16c_store(c10::Half*, typename Vec<B>::f) {}
+#endif
+
 template <int B, class S> inline typename Vec<B>::f load_floats(const S* p) {
   using V = typename Vec<B>::f;
   if constexpr (std::is_same_v<S, float>) {
     return vload<V>(p);
   } else if constexpr (std::is_same_v<S, c10::BFloat16>) {
     return (V)(widen<typename Vec<B>::u>(vload<typename Vec<B>::h>(p)) << 16);
+  } else if constexpr (kF16c) {
+    return f16c_load<B>(p);
   } else {
     V v{};
     for (int l = 0; l < B / 4; ++l) v[l] = float(p[l]);
@@ -132,7 +157,11 @@ template <> struct Io<c10::BFloat16> {
 template <> struct Io<c10::Half> {
   static vf load(const c10::Half* p) { return load_floats<kBytes>(p); }
   static void store(c10::Half* p, vf v) {
-    for (int l = 0; l < lanes<float>; ++l) p[l] = c10::Half(float(v[l]));
+    if constexpr (kF16c) {
+      f16c_store<kBytes>(p, v);
+    } else {
+      for (int l = 0; l < lanes<float>; ++l) p[l] = c10::Half(float(v[l]));
+    }
   }
 };
 
@@ -406,20 +435,22 @@ void binary_same_dtype(const S* a, const S* b, S* out, const StridedIndexer<2>& 
       store_op<S, T>(out + i, count, op, pa, pb);
       return;
     }
+    // Strided operands are staged a block at a time; a broadcast one (step 0: a 0-dim scale, a
+    // column's value along its row) is one value, staged once for the whole run.
     T ba[kBlock], bb[kBlock];
+    if (step[0] == 0) std::fill_n(ba, std::min(kBlock, count), T(pa[0]));
+    if (step[1] == 0) std::fill_n(bb, std::min(kBlock, count), T(pb[0]));
     for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
       const int64_t n = std::min(kBlock, count - j0);
       const S* sa = pa + j0 * step[0];
       const S* sb = pb + j0 * step[1];
+      if (step[0] != 0 && step[0] != 1) for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
+      if (step[1] != 0 && step[1] != 1) for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
       if (step[0] == 1) {
-        for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
         store_op<S, T>(out + i + j0, n, op, sa, static_cast<const T*>(bb));
       } else if (step[1] == 1) {
-        for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
         store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), sb);
       } else {
-        for (int64_t j = 0; j < n; ++j) ba[j] = T(sa[j * step[0]]);
-        for (int64_t j = 0; j < n; ++j) bb[j] = T(sb[j * step[1]]);
         store_op<S, T>(out + i + j0, n, op, static_cast<const T*>(ba), static_cast<const T*>(bb));
       }
     }
