@@ -47,18 +47,23 @@ void map_grad(const MapGradProblem& p) {
 void zip_grad(const ZipGradProblem& p) {
   TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::_zip_backward", [&] {
     using T = opmath_t<scalar_t>;
-    const void* ptrs[3] = {p.grad.const_data_ptr(), p.a.const_data_ptr(), p.b.const_data_ptr()};
-    const Dtype result = to_dtype(p.grad.scalar_type());  // the forward's result dtype
+    // A one-element operand of another dtype (a 0-dim scale) converted once, as zip's forward does
+    // (cpu/elementwise.cpp), rounded to the forward's result dtype, the gradient's.
+    const at::ScalarType dtype = p.grad.scalar_type();
+    const at::Tensor a = one_element_as(p.a, dtype), b = one_element_as(p.b, dtype);
+    const bool same_dtype = a.scalar_type() == dtype && b.scalar_type() == dtype;
+    const void* ptrs[3] = {p.grad.const_data_ptr(), a.const_data_ptr(), b.const_data_ptr()};
+    const Dtype result = to_dtype(dtype);
     const Loads<DynamicLoad, 3> loads{{DynamicLoad{result, result},
-                                       DynamicLoad{to_dtype(p.a.scalar_type()), result},
-                                       DynamicLoad{to_dtype(p.b.scalar_type()), result}}};
+                                       DynamicLoad{to_dtype(a.scalar_type()), result},
+                                       DynamicLoad{to_dtype(b.scalar_type()), result}}};
     dispatch_fn(p.fn, [&](auto fn) {
       constexpr ZipFn F = decltype(fn)::value;
       if constexpr (has_zip_grad_kernel(F)) {
         auto run = [&](auto which) {
           constexpr int W = decltype(which)::value;
           auto grad = [](const T (&v)[3]) { return tiles::zip_grad<F, W>(v[0], v[1], v[2]); };
-          if (p.same_dtype)
+          if (same_dtype)
             elementwise<scalar_t, 3>(p.out.data_ptr<scalar_t>(), ptrs, p.in, p.numel,
                                      Loads<StaticLoad<scalar_t>, 3>{}, grad);
           else
