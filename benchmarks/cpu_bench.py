@@ -47,6 +47,14 @@ def _cases():
               lambda a, b: T.zip(a, b, "mul"), torch.mul))
     c.append(("zip add fp32 sq + sq.t() 2048^2", lambda: (lambda s: (s, s.t()))(_rand(S, S)),
               lambda a, b: T.zip(a, b, "add"), torch.add))
+    # A scale (a 0-dim tensor, of the tensor's dtype or a wider one) and float16 operands.
+    c.append(("zip mul fp32 2048x4096 * 0-dim", lambda: (_rand(M, N), _rand(())),
+              lambda a, b: T.zip(a, b, "mul"), torch.mul))
+    c.append(("zip mul fp16 2048x4096 same layout",
+              lambda: (_rand(M, N, dtype=torch.float16), _rand(M, N, dtype=torch.float16)),
+              lambda a, b: T.zip(a, b, "mul"), torch.mul))
+    c.append(("zip mul fp16 2048x4096 * fp32 0-dim", lambda: (_rand(M, N, dtype=torch.float16), _rand(())),
+              lambda a, b: T.zip(a, b, "mul"), torch.mul))
     c.append(("reduce sum fp32 2048x4096 dim1", lambda: (_rand(M, N),),
               lambda x: T.reduce(x, [1], "sum"), lambda x: torch.sum(x, 1)))
     c.append(("reduce sum fp32 2048x4096 dim0", lambda: (_rand(M, N),),
