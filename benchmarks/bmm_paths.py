@@ -50,7 +50,8 @@ import torch_tiles  # noqa: E402,F401  (registers torch.ops.tiles)
 T = torch.ops.tiles
 PATHS = ("hopper", "mma-64", "mma-128", "thin", "general-32", "general-64")  # mma and general at each tile size
 GRAPH_CALLS = 20
-REP_MS = 40  # do_bench's repetition time per timing (--rep-ms)
+DEFAULT_REP_MS = 40
+REP_MS = DEFAULT_REP_MS  # do_bench's repetition time per timing (--rep-ms)
 
 
 class Case(NamedTuple):
@@ -258,7 +259,7 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--out", help="also write the timings here, one JSON object a case")
     parser.add_argument("--limit", type=int, default=0, help="the first N cases only (0: all)")
-    parser.add_argument("--rep-ms", type=float, default=REP_MS,
+    parser.add_argument("--rep-ms", type=float, default=DEFAULT_REP_MS,
                         help="do_bench repetition per timing, ms (default %(default)s; ~10 for a quick survey)")
     parser.add_argument("--paths", type=lambda text: tuple(text.split(",")), default=("bmm",) + PATHS,
                         help="comma-separated paths to time (default: bmm," + ",".join(PATHS) + "); 'bmm' is "
