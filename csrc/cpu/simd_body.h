@@ -348,6 +348,28 @@ inline void store_op(S* dst, int64_t n, Op op, const Src*... src) {
   }
 }
 
+// dst[j] = op(a[j], s) (op(s, a[j]) with ScalarFirst) for j < n: a broadcast operand (a 0-dim scale)
+// as one splat vector, so the loop reads one stream, as torch's scalar loops do.
+template <class S, class T, bool ScalarFirst, class Op>
+inline void store_op_splat(S* dst, int64_t n, Op op, const S* a, T s) {
+  constexpr int W = lanes<T>;
+  const auto v = splat<vec_t<T>>(s);
+  auto f = [&](auto x) { if constexpr (ScalarFirst) return op(v, x); else return op(x, v); };
+  int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    const auto r0 = f(Io<S>::load(a + j));
+    const auto r1 = f(Io<S>::load(a + j + W));
+    Io<S>::store(dst + j, r0);
+    Io<S>::store(dst + j + W, r1);
+  }
+  if (j < n) {  // the last vectors and the tail, through store_op with the scalar staged
+    T staged[2 * W];
+    std::fill_n(staged, n - j, s);
+    if constexpr (ScalarFirst) store_op<S, T>(dst + j, n - j, op, static_cast<const T*>(staged), a + j);
+    else store_op<S, T>(dst + j, n - j, op, a + j, static_cast<const T*>(staged));
+  }
+}
+
 template <class S, MapFn F>
 void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
   using T = opmath_t<S>;
@@ -433,6 +455,14 @@ void binary_same_dtype(const S* a, const S* b, S* out, const StridedIndexer<2>& 
     const S* pb = b + off[1];
     if (step[0] == 1 && step[1] == 1) {
       store_op<S, T>(out + i, count, op, pa, pb);
+      return;
+    }
+    if (step[0] == 1 && step[1] == 0) {
+      store_op_splat<S, T, false>(out + i, count, op, pa, T(pb[0]));
+      return;
+    }
+    if (step[0] == 0 && step[1] == 1) {
+      store_op_splat<S, T, true>(out + i, count, op, pb, T(pa[0]));
       return;
     }
     // Strided operands are staged a block at a time; a broadcast one (step 0: a 0-dim scale, a
