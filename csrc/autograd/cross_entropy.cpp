@@ -4,9 +4,9 @@
 // It exists so that a training step's loss costs one call from Python, not a Python
 // torch.autograd.Function around a dozen calls (their host time was a third of the gap between an eager
 // tiles step and a native one). The kernels are those the Python composition launched: a one-hot of the
-// targets (arange, a cast, zip "eq"), then on z = logits - max(logits) the row's logsumexp(z) minus z at
-// the target (the row's max of z + log(one_hot)); the backward is (exp(z - logsumexp(z)) - one_hot) * grad, four kernels. A node of its
-// own also keeps autograd from summing z's two uses with a native add.
+// targets (arange, a cast, zip "eq"), then on z = logits - max(logits) the row's logsumexp(z) minus z
+// at the target (the row's max of z + log(one_hot)); the backward is (exp(z - logsumexp(z)) - one_hot)
+// * grad, four kernels. A node of its own also keeps autograd from summing z's two uses with a native add.
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
@@ -42,9 +42,10 @@ struct Parts {
 };
 
 // The forward, as tiles calls. The one-hot compares in float32, which holds class indices exactly up
-// to 2^24 where bfloat16 would not past 256, and in float64 past 2^24 classes. z at the target is the row's max of z + log(one_hot) (0 at
-// the target, -inf elsewhere), not sum(z * one_hot), whose 0 * -inf is NaN where a class is masked out
-// with a -inf logit; a target outside [0, C) selects no class, so its row's loss is +inf.
+// to 2^24 where bfloat16 would not past 256, and in float64 past 2^24 classes. z at the target is the
+// row's max of z + log(one_hot) (0 at the target, -inf elsewhere), not sum(z * one_hot), whose 0 * -inf
+// is NaN where a class is masked out with a -inf logit; a target outside [0, C) selects no class, so
+// its row's loss is +inf.
 Parts forward(const at::Tensor& logits, const at::Tensor& target) {
   const bool wide = logits.sym_size(1) > (int64_t(1) << 24);  // a guard under torch.compile
   const at::ScalarType index_type = wide ? at::kDouble : at::kFloat;

@@ -8,9 +8,9 @@
 // backend, torch.compile's fake tensors and __torch_dispatch__ modes see exactly the call torch.ops makes.
 //
 // Anything else returns None and the Python wrapper (torch_tiles/ops.py) calls torch.ops instead, so
-// its argument checks and error messages stay the only ones: a tensor subclass other than
-// nn.Parameter (it may override __torch_function__), any call under a torch function mode, a dim that is not an int or a list / tuple of ints, a fn
-// that is not a str, a keepdim that is not a bool.
+// its argument checks and error messages stay the only ones: a tensor subclass other than nn.Parameter
+// (it may override __torch_function__), any call under a torch function mode, a dim that is not an int
+// or a list / tuple of ints, a fn that is not a str, a keepdim that is not a bool.
 #include <Python.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>

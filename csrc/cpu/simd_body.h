@@ -7,8 +7,9 @@
 // baseline target (the linker may pick any TU's copy of those). No include guard: by design.
 //
 // Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
-// float16 with F16C on the x86 sets that have it, else through c10's scalar conversion. Map / zip fns without a vector form here (log, sqrt, tanh,
-// sin, cos, pow; erf and gelu in double lanes) run c10 / libm per lane over the same blocks.
+// float16 with F16C on the x86 sets that have it, else through c10's scalar conversion. Map / zip fns
+// without a vector form here (log, sqrt, tanh, sin, cos, pow; erf and gelu in double lanes) run c10 /
+// libm per lane over the same blocks.
 
 namespace tiles::cpu::TILES_ISA {
 namespace {
@@ -97,7 +98,6 @@ template <class VD, class VF> inline void add_widened(VD& lo, VD& hi, VF s) {
   hi += widen<VD>(h);
 }
 
-// B / 4 elements of S (unit stride) as float lanes.
 // float16 <-> float32 with F16C's vcvtph2ps / vcvtps2ph (round to nearest even, as c10::Half), which
 // the x86 sets with 32- and 64-byte vectors are built with (simd_avx2.cpp, simd_avx512.cpp); the others
 // convert a lane at a time through c10.
@@ -121,6 +121,7 @@ template <int B> inline typename Vec<B>::f f16c_load(const c10::Half*) { return 
 template <int B> inline void f16c_store(c10::Half*, typename Vec<B>::f) {}
 #endif
 
+// B / 4 elements of S (unit stride) as float lanes.
 template <int B, class S> inline typename Vec<B>::f load_floats(const S* p) {
   using V = typename Vec<B>::f;
   if constexpr (std::is_same_v<S, float>) {

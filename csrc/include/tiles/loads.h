@@ -23,6 +23,8 @@ struct StaticLoad {
 struct DynamicLoad {
   Dtype dtype;   // the operand's
   Dtype result;  // the op's result dtype
+  // Both named, so that no call site can leave `result` to a default (Half, the enum's first value).
+  constexpr TILES_HD DynamicLoad(Dtype dtype_, Dtype result_) : dtype(dtype_), result(result_) {}
   template <class T>
   TILES_HD T load(const void* base, int64_t offset) const {
     switch (dtype) {
