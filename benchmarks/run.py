@@ -33,12 +33,12 @@ import torch
 
 import torch_tiles  # registers torch.ops.tiles
 
-from cases import all_cases, reference  # benchmarks/ is sys.path[0] when run as a script
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # cases, results_file: also under `python -P`, which leaves the script's folder off
+from cases import all_cases, reference  # noqa: E402
+import results_file  # noqa: E402
 
 T = torch.ops.tiles
-import results_file
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def bench_ms(fn):
