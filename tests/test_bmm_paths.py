@@ -15,7 +15,8 @@ the mma.sync kernel (DMMA) on sm_80 and newer, and so do 16-bit operands whose s
 divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by one; `` split-k`` after
 it where few tiles over a long K split K). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
 the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can (or, for
-a K of 9 to 16 over few outputs, the mma.sync kernel). Float32 products of at most 2^24 multiply-adds
+a K of 9 to 16 over few outputs, the mma.sync kernel; at full float32 precision the general kernel, where
+it runs 32-wide tiles). Float32 products of at most 2^24 multiply-adds
 under the "highest" precision, TF32 ones the mma.sync kernel would copy narrower than 16 bytes, and
 everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
 runs one named path, so each is tested on every dtype it can take (the mma.sync kernel on bf16 / fp16
@@ -97,8 +98,12 @@ THIN_K, THIN_COLUMNS, WIDER_THIN_COLUMNS, WIDER_THIN_MIN_K = 16, 4, 8, 64
 
 
 # A short K of SHORT_K_MMA_MIN_K to THIN_K over fewer than SHORT_K_MMA_OUTPUTS outputs takes the mma.sync
-# kernel instead of the thin one where it can (bmm/bmm.cu short_k_on_tensor_cores).
+# kernel instead of the thin one where it can (bmm/bmm.cu short_k_on_tensor_cores), or at full float32
+# precision the general kernel, where that runs 32-wide tiles (short_k_on_cuda_cores, general_tile).
 SHORT_K_MMA_MIN_K, SHORT_K_MMA_OUTPUTS = 9, 2 ** 20
+# The general kernel's 32-wide tiles: products of at most GENERAL_32_MACS multiply-adds whose 64-wide
+# tiles are fewer than the SMs (bmm/general.cu tile_for).
+GENERAL_32_MACS = 2 ** 22
 # Under TF32, products of at most SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
 # narrower than 16 bytes take the general kernel (bmm/bmm.cu small_tf32_on_narrow_copies).
 SMALL_TF32_MACS = 2 ** 24
@@ -148,19 +153,33 @@ def copied_operands(a, b, three_pass):
     return int(copy_r) + int(not q[1] or (copy_r and (q[2] or three_pass)))
 
 
-def short_k_on_mma(a, b):
-    """Whether bmm sends this short-K product to the mma kernel rather than the thin one."""
+def general_tile(a, b):
+    """The general kernel's tile edge for these operands (bmm/general.cu tile_for): 32 or 64."""
+    m, n, k, batch = a.shape[-2], b.shape[-1], a.shape[-1], batch_of(a, b)
+    blocks_of_64 = -(-m // 64) * -(-n // 64) * min(batch, 65535)
+    return 32 if blocks_of_64 < sm_count() and batch * m * n * k <= GENERAL_32_MACS else 64
+
+
+def short_k_on_tensor_cores(a, b):
+    """Whether bmm takes this short-K product off the thin kernel (bmm/bmm.cu short_k_on_tensor_cores, with
+    mma::can_run): to the mma kernel, or at full float32 precision maybe the general one (short_k_on_mma)."""
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     width = mma_copy_width(a, b)
     return (SHORT_K_MMA_MIN_K <= k <= THIN_K and batch_of(a, b) * m * n < SHORT_K_MMA_OUTPUTS
             and width is not None and (a.dtype != torch.float64 or width >= 8) and not mma_unavailable())
 
 
+def short_k_on_mma(a, b):
+    """Whether bmm sends this short-K product to the mma kernel rather than the thin or general one."""
+    full_precision = a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
+    return short_k_on_tensor_cores(a, b) and not (full_precision and general_tile(a, b) == 32)
+
+
 def thin_path(a, b):
     """The thin kernel's path name for these operands' sizes, or None when bmm does not take it for them."""
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     few = min(m, n) <= (WIDER_THIN_COLUMNS if k >= WIDER_THIN_MIN_K else THIN_COLUMNS)
-    if short_k_on_mma(a, b):
+    if short_k_on_tensor_cores(a, b):
         return None
     return "thin short-k" if k <= THIN_K else "thin few-columns" if few else None
 
@@ -170,6 +189,8 @@ def small_float32(a, b):
     precision) and they are not thin, else None."""
     if a.dtype != torch.float32 or thin_path(a, b) or short_k_on_mma(a, b):
         return None
+    if short_k_on_tensor_cores(a, b):  # at full precision on 32-wide tiles (short_k_on_mma said no)
+        return SMALL_FLOAT32
     outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
     if torch.get_float32_matmul_precision() == "highest":
         through_tma = hopper_float32_runs() and mma_copy_width(a, b) is not None and copied_operands(a, b, True) == 0
@@ -1369,12 +1390,20 @@ def test_short_k_over_few_outputs_takes_the_mma_kernel(dtype):
     short = (t(5, 2565, 8), t(5, 8, 5))
     many = (t(1, 1024, 9), t(1, 9, 1024))  # 2^20 outputs
     sliced = (t(5, 2565, 16, kind="sliced"), t(5, 16, 5))
+    # few blocks of 64 (16 <= any SM count): at full float32 precision the general kernel's 32-wide tiles
+    tiny = (t(4, 128, 12), t(4, 12, 128))
     for mma in (few, k9):
         assert short_k_on_mma(*mma) and torch.ops.tiles._bmm_path(*mma).startswith("mma-sync")
     for thin in (short, many, sliced):
         assert not short_k_on_mma(*thin) and torch.ops.tiles._bmm_path(*thin) == "thin short-k"
-    for a, b in (few, k9, short, many, sliced):
+    assert general_tile(*tiny) == 32 and short_k_on_tensor_cores(*tiny)
+    tiny_path = torch.ops.tiles._bmm_path(*tiny)
+    assert (tiny_path == SMALL_FLOAT32) if dtype == torch.float32 else tiny_path.startswith("mma-sync"), tiny_path
+    for a, b in (few, k9, short, many, sliced, tiny):
         assert_bmm_close(poisoned_bmm(a, b), a, b)
+    if dtype == torch.float32:  # under TF32 the tensor cores keep them
+        torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
+        assert short_k_on_mma(*tiny) and torch.ops.tiles._bmm_path(*tiny).startswith("mma-sync tf32")
 
 # ---- the thin kernels ------------------------------------------------------------------------------
 # (batch, M, N, K): short K (1, at the limit, 0, output rows that take whole-vector stores: N a
@@ -1409,7 +1438,7 @@ def test_thin_path(dtype, shape, layouts):
     b = thin_operand(layouts[1], batch, k, n, dtype)
     path = torch.ops.tiles._bmm_path(a, b)
     assert (path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER))
-            or (short_k_on_mma(a, b) and path.startswith("mma-sync"))), path
+            or (short_k_on_mma(a, b) and path.startswith("mma-sync")) or path == small_float32(a, b)), path
     assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 

@@ -241,13 +241,14 @@ void launch(const BmmProblem& p) {
 // four times the blocks, each a quarter of the work, finish sooner; above it their 2 x 2 sub-tiles (half
 // the arithmetic per shared-memory load) lose (NOTES.md, "General kernel and small float32 products").
 constexpr int64_t kMaxMacsFor32 = int64_t(1) << 22;
+
+}  // namespace
+
 int tile_for(const BmmProblem& p) {
   const int64_t blocks_of_64 = (p.m + 63) / 64 * ((p.n + 63) / 64) * std::min<int64_t>(p.batch, 65535);
   const int64_t macs = p.batch * p.m * p.n * p.k;
   return blocks_of_64 < sm_count() && macs <= kMaxMacsFor32 ? 32 : 64;
 }
-
-}  // namespace
 
 void bmm(const BmmProblem& p, int tile) {
   if (tile == 0) tile = tile_for(p);

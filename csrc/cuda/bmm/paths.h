@@ -33,16 +33,19 @@ inline bool refuse(const char** why, const char* reason) {
 enum class Path { hopper, hopper_tf32, thin, mma, general };
 
 // The path bmm runs `p` on (bmm/bmm.cu): hopper where it can take the product, else thin for a thin one
-// (mma for a short K of 9 to 16 over few outputs, where it can), general for a small float32 product at
-// full precision, else hopper_tf32 where it can take the product and prefers it, else mma where it can (but
+// (mma for a short K of 9 to 16 over few outputs, where it can; at full float32 precision, general
+// where its tiles are 32 wide), general for a small float32 product at full precision, else hopper_tf32 where it can take the product and prefers it, else mma where it can (but
 // general for a small TF32 product on operands mma would copy narrower than 16 bytes), else general; when
 // `why` is given and the answer is general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
-// `tile`: the output tile edge, 0 to let the kernel pick (32 for small products that would leave SMs
-// idle, else 64), 32 or 64 to force one (tests and benchmarks, through tiles::_bmm_on_path).
+// `tile`: the output tile edge, 0 to let the kernel pick (tile_for), 32 or 64 to force one (tests and
+// benchmarks, through tiles::_bmm_on_path).
 void bmm(const BmmProblem& p, int tile = 0);
+// The tile edge the kernel picks for p: 32 for small products whose 64-wide tiles would leave SMs idle,
+// else 64.
+int tile_for(const BmmProblem& p);
 }
 
 namespace thin {
