@@ -159,6 +159,23 @@ def test_reduce_half_rows_and_columns_accumulate_wide(dtype):
     assert T.reduce(x.t().contiguous(), [1], "sum").tolist() == [4608.0] * 40
 
 
+@dtypes
+def test_reduce_rows_and_columns_exact_on_small_integers(dtype):
+    # Sums of small integers are exact in any order, so every element must be counted exactly once
+    # whichever lane, vector block or column band takes it: rows of lengths around the vector blocks (the
+    # 8- and 32-vector float blocks, bf16's two vectors a load), columns around the vector widths and a
+    # task's band of outputs (256), in rows and columns of several lengths.
+    gen = torch.Generator().manual_seed(0)
+    for n in (7, 8, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1023, 1025, 2100):
+        x = torch.randint(-4, 5, (3, n), generator=gen).to(dtype)
+        assert torch.equal(T.reduce(x, [1], "sum"), x.double().sum(1).to(dtype)), n
+    for rows, cols in ((9, 300), (20, 257), (33, 31), (100, 65), (5000, 40)):
+        x = torch.randint(-4, 5, (rows, cols), generator=gen).to(dtype)
+        assert torch.equal(T.reduce(x, [0], "sum"), x.double().sum(0).to(dtype)), (rows, cols)
+        wide = torch.randint(-4, 5, (rows, cols + 5), generator=gen).to(dtype)[:, 3:3 + cols]  # offset, padded
+        assert torch.equal(T.reduce(wide, [0], "sum"), wide.double().sum(0).to(dtype)), (rows, cols)
+
+
 def _overflowing_row(dtype):
     """17 x 2^127, 16 x -2^127, then zeros to 544 elements: the float blocks' partial sums (32 vectors along
     a row, 8 rows down columns) reach 2^128 and overflow, though the sum is 2^127. Every finite partial

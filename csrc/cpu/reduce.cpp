@@ -35,7 +35,7 @@ namespace {
 
 constexpr int64_t kChunk = 4096;   // positions accumulated before their partial is combined in order
 constexpr int64_t kGrain = 32768;  // input elements per parallel task
-constexpr int64_t kCols = 256;     // outputs per task of the columns shape
+constexpr int64_t kCols = kReduceCols;  // outputs per task of the columns shape
 constexpr int64_t kRows = 256;     // outputs per kernel call of the rows shape
 
 

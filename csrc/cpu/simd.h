@@ -83,14 +83,18 @@ struct Kernels {
   // the n positions are one unit-stride run: result[o - begin].
   void (*reduce_rows)(const ReduceArgs&, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
                       double* result);
-  // The same for `cols` outputs whose first elements are x + base + c (c < cols, unit stride between
-  // outputs): partial[c] = the reduction of positions [begin, end) of output c, in an order fixed by
-  // (begin, end), the layout and c's place in the block (float sums add eight positions pairwise first).
+  // The same for `cols` outputs (at most kReduceCols) whose first elements are x + base + c (c < cols,
+  // unit stride between outputs): partial[c] = the reduction of positions [begin, end) of output c, in an
+  // order fixed by (begin, end), the layout and whether c is in the vector part of the block (float sums
+  // add eight positions pairwise first).
   void (*reduce_cols)(const ReduceArgs&, int64_t base, int64_t cols, int64_t begin, int64_t end,
                       double* partial);
   // The whole bmm, threads included (at::parallel_for is passed in, so this code stays ATen-free).
   void (*bmm)(const BmmArgs&, BmmParallel parallel);
 };
+
+// The most outputs one reduce_cols call takes (reduce.cpp's tasks of the columns shape).
+constexpr int64_t kReduceCols = 256;
 
 namespace base { extern const Kernels kKernels; }
 #if defined(__x86_64__) || defined(_M_X64)

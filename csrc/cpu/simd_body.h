@@ -22,6 +22,7 @@ template <int B> struct Vec {
   typedef uint32_t u __attribute__((vector_size(B)));
   typedef int32_t i __attribute__((vector_size(B)));
   typedef uint16_t h __attribute__((vector_size(B / 2)));  // one 16-bit value per float lane
+  typedef uint16_t w __attribute__((vector_size(B)));      // two 16-bit values per float lane
 };
 using vf = Vec<kBytes>::f;
 using vd = Vec<kBytes>::d;
@@ -592,6 +593,28 @@ template <int B, class S> inline typename Vec<B>::f load_partial(const S* p, int
   return load_floats<B>(buf);
 }
 
+// 2 * B / 4 bfloat16 elements at p (one full-width load) as two B-byte float vectors, in the order that
+// interleaving them with zeros gives for free (punpcklwd / punpckhwd: a bf16 value in the high half of
+// a 32-bit lane is its float): `lo` holds elements 0-3 of each 8, `hi` elements 4-7. Half the
+// instructions of two widening loads; for sums, whose lanes only need an order fixed by position.
+template <int B> struct FloatPair {
+  typename Vec<B>::f lo, hi;
+};
+template <int B, size_t... L>
+inline FloatPair<B> load_bf16_pair_(const c10::BFloat16* p, std::index_sequence<L...>) {
+  using Words = typename Vec<B>::w;
+  const Words x = vload<Words>(p), zero{};
+  // Word 2i + 1 of the result (the high half of float lane i) takes element e(i) of x, word 2i zero:
+  // e(i) = 8 (i / 4) + i % 4 for lo, + 4 for hi.
+  constexpr int n = B / 2;
+  const Words lo = __builtin_shufflevector(zero, x, (L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 : 0)...);
+  const Words hi = __builtin_shufflevector(zero, x, (L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 + 4 : 0)...);
+  return {(typename Vec<B>::f)lo, (typename Vec<B>::f)hi};
+}
+template <int B> inline FloatPair<B> load_bf16_pair(const c10::BFloat16* p) {
+  return load_bf16_pair_<B>(p, std::make_index_sequence<B / 2>());
+}
+
 // float32 row sums (and max / min) stream 256 bits at a time on AVX-512 sets too, as PyTorch's do:
 // 512-bit loads streamed slower on Zen 4 (NOTES.md, CPU kernels). The half types, converted in the
 // loop, take the full width.
@@ -618,6 +641,29 @@ template <ReduceFn F, class S, class A>
       auto widen_add = [&](VF s) { add_widened(lo, hi, s); };
       auto load = [&](int64_t k) { return load_floats<B>(p + k); };
       int64_t j = 0;
+      if constexpr (std::is_same_v<S, c10::BFloat16>) {
+        // The same blocks, each full-width load giving two vectors (load_bf16_pair's lane order).
+        auto pair = [&](int64_t k) { return load_bf16_pair<B>(p + k); };
+        for (; j + 32 * W <= n; j += 32 * W) {
+          auto [a0, a1] = pair(j);
+          auto [a2, a3] = pair(j + 2 * W);
+#pragma GCC unroll 1
+          for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
+            const auto [b0, b1] = pair(k);
+            const auto [b2, b3] = pair(k + 2 * W);
+            a0 += b0, a1 += b1, a2 += b2, a3 += b3;
+          }
+          widen_add((a0 + a1) + (a2 + a3));
+        }
+        for (; j + 8 * W <= n; j += 8 * W) {
+          VF v[8];
+          for (int u = 0; u < 4; ++u) {
+            const FloatPair<B> q = pair(j + 2 * u * W);
+            v[2 * u] = q.lo, v[2 * u + 1] = q.hi;
+          }
+          widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
+        }
+      }
       for (; j + 32 * W <= n; j += 32 * W) {
         VF a0 = load(j), a1 = load(j + W), a2 = load(j + 2 * W), a3 = load(j + 3 * W);
 #pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
@@ -779,16 +825,18 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
 }
 
 // Outputs side by side: one vector lane per output, positions taken one after another (float sums:
-// eight at a time, added pairwise first), in blocks of kCols outputs held in registers; the last few
-// outputs one at a time in reduce_span's order.
+// eight at a time, added pairwise first). Each row's stretch of the block's columns is read in one
+// sweep (accumulators for the whole block in L1), so the loads run along memory a row at a time, rather
+// than down a narrow column of rows a page apart; the last few outputs one at a time in reduce_span's
+// order.
 template <ReduceFn F, class S>
 void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
                        double* partial) {
   using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
   using R = Reducer<F, A>;
   constexpr int W = lanes<double>;
-  constexpr int kVecs = 8;
-  constexpr int64_t kCols = W * kVecs;
+  // Float sums widen a float vector (two double vectors) at a time; the others go a double vector at a time.
+  constexpr int kStep = kFloatSum<F, S> ? lanes<float> : W;
   const S* x = static_cast<const S*>(r.x) + base;
   auto one_column = [&](int64_t c) {  // one output alone, every element in the accumulator type
     A acc = R::identity();
@@ -798,41 +846,37 @@ void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t 
     });
     return double(acc);
   };
-  int64_t c0 = 0;
-  for (; c0 + kCols <= cols; c0 += kCols) {
-    vd acc[kVecs];
-    for (int v = 0; v < kVecs; ++v) acc[v] = splat<vd>(double(R::identity()));
-    for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
-      const S* src = x + off[0] + c0;
-      vd a[kVecs];
-      for (int v = 0; v < kVecs; ++v) a[v] = acc[v];
-      int64_t j = 0;
-      if constexpr (kFloatSum<F, S>) {
-        // Sums of float lanes, as along rows: 8 rows added pairwise in float, then widened, so a
-        // conversion serves 8 elements (kVecs / 2 float vectors span the block's columns).
-        for (; j + 8 <= count; j += 8) {
-          for (int u = 0; u < kVecs / 2; ++u) {
-            vf v[8];
-            for (int t = 0; t < 8; ++t) v[t] = Io<S>::load(src + (j + t) * step[0] + u * lanes<float>);
-            const vf sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-            add_widened(a[2 * u], a[2 * u + 1], sum);
-          }
+  const int64_t vector_cols = std::min(cols, kReduceCols) / kStep * kStep;
+  vd acc[kReduceCols / W];
+  for (int64_t v = 0; v < vector_cols / W; ++v) acc[v] = splat<vd>(double(R::identity()));
+  for_each_run(*r.inner, begin, end, [&](int64_t, auto off, int64_t count, auto step) {
+    const S* src = x + off[0];
+    int64_t j = 0;
+    if constexpr (kFloatSum<F, S>) {
+      // Sums of float lanes, as along rows: 8 rows added pairwise in float, then widened, so a
+      // conversion serves 8 elements.
+      for (; j + 8 <= count; j += 8) {
+        const S* rows = src + j * step[0];
+        for (int64_t c = 0; c < vector_cols; c += kStep) {
+          vf v[8];
+          for (int t = 0; t < 8; ++t) v[t] = Io<S>::load(rows + t * step[0] + c);
+          const vf sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+          add_widened(acc[c / W], acc[c / W + 1], sum);
         }
       }
-      for (; j < count; ++j) {
-        const S* row = src + j * step[0];
-        for (int v = 0; v < kVecs; ++v) a[v] = vcombine<F>(a[v], load_d(row + v * W));
-      }
-      for (int v = 0; v < kVecs; ++v) acc[v] = a[v];
-    });
-    for (int v = 0; v < kVecs; ++v)
-      for (int l = 0; l < W; ++l) partial[c0 + v * W + l] = acc[v][l];
-    if constexpr (kFloatSum<F, S>) {  // float blocks that overflowed: summed_again_in_double
-      for (int64_t c = c0; c < c0 + kCols; ++c)
-        if (!std::isfinite(partial[c])) partial[c] = one_column(c);
     }
+    for (; j < count; ++j) {
+      const S* row = src + j * step[0];
+      for (int64_t c = 0; c < vector_cols; c += W) acc[c / W] = vcombine<F>(acc[c / W], load_d(row + c));
+    }
+  });
+  for (int64_t v = 0; v < vector_cols / W; ++v)
+    for (int l = 0; l < W; ++l) partial[v * W + l] = acc[v][l];
+  if constexpr (kFloatSum<F, S>) {  // float blocks that overflowed: summed_again_in_double
+    for (int64_t c = 0; c < vector_cols; ++c)
+      if (!std::isfinite(partial[c])) partial[c] = one_column(c);
   }
-  for (; c0 < cols; ++c0) partial[c0] = one_column(c0);  // the last few outputs, in the same order
+  for (int64_t c = vector_cols; c < cols; ++c) partial[c] = one_column(c);  // the last few, in the same order
 }
 
 // The reductions whose state is one number: logsumexp's is a (max, sum) pair, and reduce.cpp runs it.
