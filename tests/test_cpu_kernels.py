@@ -59,6 +59,19 @@ def test_map_exp_special_values():
         torch.testing.assert_close(out.double(), ref.double(), rtol=TOL[dtype].rtol, atol=0, equal_nan=True)
 
 
+def test_map_tanh_relative_error_across_its_branches():
+    # float lanes: the Taylor series below |x| = 0.55 (tiny and subnormal values too) and 1 - 2 / (e^2|x| + 1)
+    # above, within a few float32 ulps of the float64 tanh; signed zeros, infinities and NaN as torch.
+    x = torch.cat([torch.linspace(-12, 12, 20001), torch.tensor([0.55, -0.55, 0.5499999, 1e-30, -1e-30, 1e-40, 3e-3])])
+    out = T.map(x, "tanh")
+    torch.testing.assert_close(out.double(), torch.tanh(x.double()), rtol=1e-6, atol=0)
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 20.0, -90.0])
+    for dtype in FLOAT_DTYPES:
+        got, ref = T.map(special.to(dtype), "tanh"), torch.tanh(special.to(dtype))
+        torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(got.signbit()[~ref.isnan()], ref.signbit()[~ref.isnan()])  # (a NaN's sign means nothing)
+
+
 @dtypes
 @pytest.mark.parametrize("fn", ZIP_FNS)
 def test_zip_tails_offsets_and_broadcasts(dtype, fn):
