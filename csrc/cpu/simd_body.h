@@ -301,6 +301,20 @@ template <class V, class F, class... Vs> inline V per_lane(F f, Vs... v) {
   return r;
 }
 
+// Square roots with the vector instruction (correctly rounded, as std::sqrt) on the x86 sets, whose
+// headers the set's target pragma opens; per lane elsewhere (the libm call did not vectorize).
+template <class V> TILES_VECTOR_MATH V vsqrt(V x) {
+#if defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 32
+  if constexpr (std::is_same_v<V, vf>) return (V)_mm256_sqrt_ps((__m256)x);
+  else return (V)_mm256_sqrt_pd((__m256d)x);
+#elif defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 64
+  if constexpr (std::is_same_v<V, vf>) return (V)_mm512_sqrt_ps((__m512)x);
+  else return (V)_mm512_sqrt_pd((__m512d)x);
+#else
+  return per_lane<V>([](auto t) { return std::sqrt(t); }, x);
+#endif
+}
+
 template <MapFn F, class V> TILES_VECTOR_MATH V vmap(V x) {
   using T = elem_t<V>;
   if constexpr (F == MapFn::Id) return x;
@@ -309,6 +323,7 @@ template <MapFn F, class V> TILES_VECTOR_MATH V vmap(V x) {
   else if constexpr (F == MapFn::Exp) return vexp(x);
   else if constexpr (F == MapFn::Inv) return T(1) / x;
   else if constexpr (F == MapFn::Square) return x * x;
+  else if constexpr (F == MapFn::Sqrt) return vsqrt(x);
   else if constexpr (F == MapFn::Sigmoid) return T(1) / (T(1) + vexp(-x));
   else if constexpr (F == MapFn::Relu) return x < T(0) ? splat<V>(T(0)) : x;  // NaN stays
   else if constexpr (F == MapFn::Silu) return x / (T(1) + vexp(-x));
