@@ -41,6 +41,17 @@ def _cases():
               lambda x: T.map(x, "exp"), torch.exp))
     c.append(("map exp fp32 transposed-in 2048x4096", lambda: (_rand(N, M).t(),),
               lambda x: T.map(x, "exp"), torch.exp))
+    # Activations: gelu (examples/train.py's) and tanh (a libm call per lane before 2026-11-28), at the
+    # size of that script's layers (64 x 256, in cache) and the large size.
+    for fn, torch_fn in (("gelu", torch.nn.functional.gelu), ("tanh", torch.tanh)):
+        for rows, cols in ((64, 256), (M, N)):
+            c.append((f"map {fn} fp32 {rows}x{cols}", lambda r=rows, k=cols: (_rand(r, k),),
+                      lambda x, f=fn: T.map(x, f), torch_fn))
+    # Their gradients from what autograd saves: gelu's input, tanh's output.
+    c.append(("map gelu gradient fp32 64x256", lambda: (_rand(64, 256), _rand(64, 256)),
+              lambda g, x: T._map_backward(g, x, "gelu"), torch.ops.aten.gelu_backward))
+    c.append(("map tanh gradient fp32 64x256", lambda: (_rand(64, 256), torch.tanh(_rand(64, 256))),
+              lambda g, y: T._map_backward(g, y, "tanh"), torch.ops.aten.tanh_backward))
     c.append(("zip add fp32 2048x4096 + row 4096", lambda: (_rand(M, N), _rand(N)),
               lambda a, b: T.zip(a, b, "add"), torch.add))
     c.append(("zip mul fp32 2048x4096 same layout", lambda: (_rand(M, N), _rand(M, N)),
