@@ -1390,8 +1390,8 @@ def test_short_k_over_few_outputs_takes_the_mma_kernel(dtype):
     short = (t(5, 2565, 8), t(5, 8, 5))
     many = (t(1, 1024, 9), t(1, 9, 1024))  # 2^20 outputs
     sliced = (t(5, 2565, 16, kind="sliced"), t(5, 16, 5))
-    # few blocks of 64 (16 <= any SM count): at full float32 precision the general kernel's 32-wide tiles
-    tiny = (t(4, 128, 12), t(4, 12, 128))
+    # four blocks of 64 (fewer than any GPU's SMs): at full float32 precision the general kernel's 32-wide tiles
+    tiny = (t(1, 128, 12), t(1, 12, 128))
     for mma in (few, k9):
         assert short_k_on_mma(*mma) and torch.ops.tiles._bmm_path(*mma).startswith("mma-sync")
     for thin in (short, many, sliced):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,6 +58,16 @@ def test_map_exp_special_values():
         out = T.map(x, "exp")
         ref = torch.exp(x.double()).to(dtype)
         torch.testing.assert_close(out.double(), ref.double(), rtol=TOL[dtype].rtol, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
+def test_map_sqrt_is_correctly_rounded(dtype):
+    # the vector instruction on the x86 sets, libm per lane elsewhere: both round the exact root once
+    x = torch.cat([torch.rand(5000, dtype=torch.float64) * 10.0 ** torch.randint(-30, 30, (5000,)),
+                   torch.tensor([0.0, -0.0, float("inf"), 2.0, 1e-40], dtype=torch.float64)]).to(dtype)
+    # (numpy's sqrt is IEEE's; PyTorch's CPU sqrt is not correctly rounded in float32 or float64)
+    assert torch.equal(T.map(x, "sqrt"), torch.from_numpy(np.sqrt(x.numpy())))
+    assert torch.isnan(T.map(torch.tensor([-1.0, float("nan")], dtype=dtype), "sqrt")).all()
 
 
 def test_map_tanh_relative_error_across_its_branches():
@@ -309,16 +320,27 @@ def test_bmm_large_tiles_split_across_threads():
 # ---- every instruction set this machine has ---------------------------------------------------------------
 
 _ISA_SCRIPT = r"""
-import sys, torch
+import sys, numpy as np, torch
 sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the torch_tiles this test run imported, and tests/
 import torch_tiles
 from helpers import assert_bmm_close, assert_close_to_ref, assert_reduce_close, rand_values
 T = torch.ops.tiles
 for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     x = rand_values((37, 301), "real").to(dtype)
-    for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu"):
+    for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu", "tanh", "gelu", "erf"):
         assert_close_to_ref(T.map(x, fn), getattr(torch.nn.functional, fn, None)(x.double())
-                            if fn in ("sigmoid", "relu", "silu") else getattr(torch, fn)(x.double()), dtype)
+                            if fn in ("sigmoid", "relu", "silu", "gelu") else getattr(torch, fn)(x.double()), dtype)
+    g = rand_values((37, 301), "real").to(dtype)
+    gelu_grad = torch.ops.aten.gelu_backward(g.double(), x.double())
+    assert_close_to_ref(T._map_backward(g, x, "gelu"), gelu_grad, dtype)
+    if dtype in (torch.float32, torch.float64):  # correctly rounded, as numpy's (the half types round twice)
+        pos = x.abs() + 0.25
+        assert torch.equal(T.map(pos, "sqrt"), torch.from_numpy(np.sqrt(pos.numpy()))), dtype
+    # Sums of small integers are exact in any order: rows past the 32-vector blocks (bf16: two vectors a
+    # load) and columns in bands of the vector widths and a task's 256 outputs.
+    ints = torch.randint(-4, 5, (300, 530)).to(dtype)
+    assert torch.equal(T.reduce(ints, [1], "sum"), ints.double().sum(1).to(dtype)), dtype
+    assert torch.equal(T.reduce(ints, [0], "sum"), ints.double().sum(0).to(dtype)), dtype
     y = rand_values((301,), "real").to(dtype)
     for fn in ("add", "mul", "max"):
         assert_close_to_ref(T.zip(x, y, fn), {"add": torch.add, "mul": torch.mul, "max": torch.maximum}[fn](

@@ -8,8 +8,8 @@
 //
 // Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
 // float16 with F16C on the x86 sets that have it, else through c10's scalar conversion. Map / zip fns
-// without a vector form here (log, sqrt, tanh, sin, cos, pow; erf and gelu in double lanes) run c10 /
-// libm per lane over the same blocks.
+// without a vector form here (log, sin, cos, pow; tanh, erf and gelu in double lanes; sqrt off x86) run
+// c10 / libm per lane over the same blocks.
 
 namespace tiles::cpu::TILES_ISA {
 namespace {
@@ -341,7 +341,7 @@ template <MapFn F, class V> TILES_VECTOR_MATH V vmap_grad(V g, V v) {
     const V s = T(1) / (T(1) + vexp(-v));
     return g * (s * (T(1) + v * (T(1) - s)));
   } else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) {
-    const vf u = v * float(M_SQRT1_2), e = vexp(-(u * u));  // exp(-v² / 2): in Φ's tail and the density
+    const vf u = v * float(M_SQRT1_2), e = vexp(-0.5f * v * v);  // exp(-u²): in Φ's tail and the density
     const vf cdf = 0.5f * vone_plus_erf(u, e);
     const vf pdf = e * float(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / √(2π)
     return g * (cdf + v * pdf);
@@ -652,13 +652,19 @@ template <int B> struct FloatPair {
 };
 template <int B, size_t... L>
 inline FloatPair<B> load_bf16_pair_(const c10::BFloat16* p, std::index_sequence<L...>) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "word 2i + 1 is the high half of lane i");
   using Words = typename Vec<B>::w;
   const Words x = vload<Words>(p), zero{};
   // Word 2i + 1 of the result (the high half of float lane i) takes element e(i) of x, word 2i zero:
   // e(i) = 8 (i / 4) + i % 4 for lo, + 4 for hi.
   constexpr int n = B / 2;
+#if defined(__clang__) || __GNUC__ >= 12
   const Words lo = __builtin_shufflevector(zero, x, (L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 : 0)...);
   const Words hi = __builtin_shufflevector(zero, x, (L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 + 4 : 0)...);
+#else
+  const Words lo = __builtin_shuffle(zero, x, Words{(L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 : 0)...});
+  const Words hi = __builtin_shuffle(zero, x, Words{(L % 2 ? n + 8 * (L / 8) + (L / 2) % 4 + 4 : 0)...});
+#endif
   return {(typename Vec<B>::f)lo, (typename Vec<B>::f)hi};
 }
 template <int B> inline FloatPair<B> load_bf16_pair(const c10::BFloat16* p) {
