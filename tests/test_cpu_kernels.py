@@ -70,6 +70,21 @@ def test_map_sqrt_is_correctly_rounded(dtype):
     assert torch.isnan(T.map(torch.tensor([-1.0, float("nan")], dtype=dtype), "sqrt")).all()
 
 
+def test_map_log_relative_error():
+    # float lanes: normal and subnormal x across the whole range and around 1 (where log x ~ x - 1), within
+    # a few float32 ulps of float64's log; zeros, negatives, infinities and NaN as torch
+    wide = 10.0 ** torch.empty(20000, dtype=torch.float64).uniform_(-45, 38.5)
+    near_one = 1 + torch.arange(-3000, 3001, dtype=torch.float64) * 2.0 ** -23
+    x = torch.cat([wide, near_one, torch.tensor([2.0 ** -149, 1e-40, 1.4142135, 1.4142137, 0.70710677, 3e38])]).float()
+    x = x[x > 0]
+    out = T.map(x, "log")
+    torch.testing.assert_close(out.double(), torch.from_numpy(np.log(x.double().numpy())), rtol=1e-6, atol=0)
+    special = torch.tensor([0.0, -0.0, -1.0, -1e-40, float("inf"), -float("inf"), float("nan"), 1.0])
+    for dtype in FLOAT_DTYPES:
+        torch.testing.assert_close(T.map(special.to(dtype), "log"), torch.log(special.to(dtype)), rtol=0, atol=0,
+                                   equal_nan=True)
+
+
 def test_map_tanh_relative_error_across_its_branches():
     # float lanes: the Taylor series below |x| = 0.55 (tiny and subnormal values too) and 1 - 2 / (e^2|x| + 1)
     # above, within a few float32 ulps of the float64 tanh; signed zeros, infinities and NaN as torch.
@@ -333,6 +348,8 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     g = rand_values((37, 301), "real").to(dtype)
     gelu_grad = torch.ops.aten.gelu_backward(g.double(), x.double())
     assert_close_to_ref(T._map_backward(g, x, "gelu"), gelu_grad, dtype)
+    pos = x.abs() + 0.01
+    assert_close_to_ref(T.map(pos, "log"), torch.log(pos.double()), dtype)
     if dtype in (torch.float32, torch.float64):  # correctly rounded, as numpy's (the half types round twice)
         pos = x.abs() + 0.25
         assert torch.equal(T.map(pos, "sqrt"), torch.from_numpy(np.sqrt(pos.numpy()))), dtype
