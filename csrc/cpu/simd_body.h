@@ -724,44 +724,29 @@ template <ReduceFn F, class S, class A>
       VD lo = splat<VD>(0.0), hi = lo;
       auto widen_add = [&](VF s) { add_widened(lo, hi, s); };
       auto load = [&](int64_t k) { return load_floats<B>(p + k); };
+      // Elements k .. k + 2W as two vectors: bf16 from one full-width load (load_bf16_pair's lane order).
+      auto load2 = [&](int64_t k) {
+        if constexpr (std::is_same_v<S, c10::BFloat16>) return load_bf16_pair<B>(p + k);
+        else return FloatPair<B>{load(k), load(k + W)};
+      };
       int64_t j = 0;
-      if constexpr (std::is_same_v<S, c10::BFloat16>) {
-        // The same blocks, each full-width load giving two vectors (load_bf16_pair's lane order).
-        auto pair = [&](int64_t k) { return load_bf16_pair<B>(p + k); };
-        for (; j + 32 * W <= n; j += 32 * W) {
-          auto [a0, a1] = pair(j);
-          auto [a2, a3] = pair(j + 2 * W);
-#pragma GCC unroll 1
-          for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
-            const auto [b0, b1] = pair(k);
-            const auto [b2, b3] = pair(k + 2 * W);
-            a0 += b0, a1 += b1, a2 += b2, a3 += b3;
-          }
-          widen_add((a0 + a1) + (a2 + a3));
-        }
-        for (; j + 8 * W <= n; j += 8 * W) {
-          VF v[8];
-          for (int u = 0; u < 4; ++u) {
-            const FloatPair<B> q = pair(j + 2 * u * W);
-            v[2 * u] = q.lo, v[2 * u + 1] = q.hi;
-          }
-          widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
-        }
-      }
       for (; j + 32 * W <= n; j += 32 * W) {
-        VF a0 = load(j), a1 = load(j + W), a2 = load(j + 2 * W), a3 = load(j + 3 * W);
+        auto [a0, a1] = load2(j);
+        auto [a2, a3] = load2(j + 2 * W);
 #pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
         for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
-          a0 += load(k);
-          a1 += load(k + W);
-          a2 += load(k + 2 * W);
-          a3 += load(k + 3 * W);
+          const auto [b0, b1] = load2(k);
+          const auto [b2, b3] = load2(k + 2 * W);
+          a0 += b0, a1 += b1, a2 += b2, a3 += b3;
         }
         widen_add((a0 + a1) + (a2 + a3));
       }
       for (; j + 8 * W <= n; j += 8 * W) {
         VF v[8];
-        for (int u = 0; u < 8; ++u) v[u] = load(j + u * W);
+        for (int u = 0; u < 4; ++u) {
+          const FloatPair<B> q = load2(j + 2 * u * W);
+          v[2 * u] = q.lo, v[2 * u + 1] = q.hi;
+        }
         widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
       }
       if (j < n) {  // at most 7 vectors and a tail: at most 8 roundings in float
