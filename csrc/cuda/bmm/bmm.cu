@@ -46,15 +46,17 @@ bool short_k_on_tensor_cores(const BmmProblem& p) {
   return thin::short_k(p) && p.k >= kMinK && p.batch * p.m * p.n < kMaxOutputs;
 }
 
-// Whether such a short-K product at full float32 precision runs faster on the general kernel than on the
-// mma kernel's 3xTF32: where the general kernel takes 32-wide tiles (few blocks of 64, little work), a
-// k-slab of FMAs costs less than 3xTF32's k-step. H200, `bmm_paths.py --precision highest`, flushed / back
-// to back us, mma-64 against general-32: 1 x 64 x 256 x 10 NT (the input gradient of examples/train.py's
-// last layer) 9.2 / 5.9 against 6.5 / 3.5, 2 x 1905 x 10 x 16 7.8-8.1 / 4.9 against 6.5-6.7 / 3.5, 4 x 128
-// x 128 x 12 7.8 / 4.9 against 6.5 / 3.5; where the kernel takes 64-wide tiles the mma kernel stays ahead
-// (5 x 2565 x 5 x 16, 205 blocks of 64: 8.4-8.9 / 4.7-5.6 against general-64's 10.0-10.5 / 6.6-7.1).
+// Whether a short-K product that short_k_on_tensor_cores takes off the thin kernel runs faster on the
+// general kernel than on the mma kernel's 3xTF32: at full float32 precision (small_full_precision_float,
+// which holds for every such product there) where the general kernel takes 32-wide tiles (few blocks of
+// 64, little work), a k-slab of FMAs costs less than 3xTF32's k-step. H200, `bmm_paths.py --precision
+// highest`, flushed / back to back us, mma-64 against general-32: 1 x 64 x 256 x 10 NT (the input
+// gradient of examples/train.py's last layer) 9.2 / 5.9 against 6.5 / 3.5, 2 x 1905 x 10 x 16 7.8-8.1 /
+// 4.9 against 6.5-6.7 / 3.5, 4 x 128 x 128 x 12 7.8 / 4.9 against 6.5 / 3.5; where the kernel takes
+// 64-wide tiles the mma kernel stays ahead (5 x 2565 x 5 x 16, 205 blocks of 64: 8.4-8.9 / 4.7-5.6
+// against general-64's 10.0-10.5 / 6.6-7.1).
 bool short_k_on_cuda_cores(const BmmProblem& p) {
-  return p.out.scalar_type() == at::kFloat && !float32_as_tf32() && general::tile_for(p) == 32;
+  return small_full_precision_float(p) && general::tile_for(p) == 32;
 }
 
 // Whether a TF32 product runs faster on the general kernel's FMAs than on the mma.sync kernel's copies
@@ -96,10 +98,8 @@ Path choose_path(const BmmProblem& p, const char** why) {
   if (thin::suits(p)) {
     if (!short_k_on_tensor_cores(p) || !mma::can_run(p)) return Path::thin;
     if (!short_k_on_cuda_cores(p)) return Path::mma;
-    if (why) *why = "small float32 product at full precision";
-    return Path::general;
   }
-  if (small_full_precision_float(p)) {
+  if (small_full_precision_float(p)) {  // (short-K products on the CUDA cores too)
     if (why) *why = "small float32 product at full precision";
     return Path::general;
   }
