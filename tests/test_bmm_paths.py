@@ -73,11 +73,26 @@ def sm_count():
 
 def assert_tile(a, b, width):
     """The Hopper kernel's output tile for a and b: 128 x `width`. Checked on 132 SMs (H100 SXM, H200),
-    where the shapes of these tests were worked out against the tile-width rule (bmm/hopper.cu `plan`:
-    the narrowest of 128, 192 and 256 columns that takes no more waves over the SMs than 256); the
+    where the shapes of these tests were worked out against the tile-width rule (hopper_tile_width); the
     rule counts waves, so elsewhere a shape may change width."""
     if sm_count() == 132:
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
+
+
+HOPPER_WIDTHS = (96, 112, 128, 160, 192, 256)
+
+
+def hopper_tile_width(batch, m, n, sms=132):
+    """The 16-bit Hopper kernel's tile width for a batch x m x n output (bmm/hopper.cu tile_width): the
+    narrowest that takes no more waves of 128-row tiles over the SMs than 256 columns do; the widths that
+    are not multiples of 64 (96, 112, 160) only where 256-wide tiles take one wave."""
+    def waves(width):
+        return -(-batch * -(-m // 128) * -(-n // width) // sms)
+    width = 256
+    for w in (192, 160, 128, 112, 96):
+        if waves(w) <= waves(256) and (w % 64 == 0 or waves(256) == 1):
+            width = w
+    return width
 
 
 # Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, or of fewer
@@ -236,10 +251,11 @@ def operands(layouts, batch, m, n, k, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
-# last four take fewer waves at wider tiles, so they run the 192- and 256-wide kernels, the others the
-# 128-wide one (on 132 SMs: 504 tiles of 192 columns against 432 of 256 and 792 of 128, 4 waves against 4
-# and 6; 210 against 180 and 330, 2 waves against 2 and 3; 432 of 192 against 288 of 256, 4 waves
-# against 3; 180 against 120, 2 against 1); N = 1290 and N = 1002 store directly.
+# first seven take one wave of tiles, so they run the 96-wide kernel (direct stores); the last four take
+# fewer waves at wider tiles, so they run the 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
+# columns against 432 of 256 and 792 of 128, 4 waves against 4 and 6; 210 against 180 and 330, 2 waves
+# against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3; 180 against 120, 2 against 1);
+# N = 1290 and N = 1002 store directly. test_hopper_tile_width_by_name runs every width on every layout.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -254,6 +270,7 @@ SHAPES = [
     (10, 300, 1002, 200),
 ]
 TILE_WIDTH = {SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
+assert all(TILE_WIDTH.get(s, 96) == hopper_tile_width(*s[:3]) for s in SHAPES)
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
 
@@ -267,7 +284,7 @@ def test_hopper_path(dtype, shape, layouts):
     batch, m, n, k = shape
     a, b = operands(layouts, batch, m, n, k, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
-    assert_tile(a, b, TILE_WIDTH.get(shape, 128))
+    assert_tile(a, b, TILE_WIDTH.get(shape, 96))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -322,11 +339,17 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
 
 # The tile-width rule on training shapes (132 SMs; metadata only, nothing is multiplied): 8192 x 768 is
 # 192 tiles of 256 columns, two waves whose second is half idle, and 256 of 192 columns, two full ones;
-# the weight gradient 768 x 3072 is 72 tiles of 256 (one wave on half the SMs) and 96 of 192; 4096^2
-# keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 and equal waves take 128.
+# 4096^2 keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 over several waves takes 128. One
+# wave at 256 wide takes the narrowest width that still fits one: the weight gradient 768 x 3072 is 72
+# tiles of 256 (half the SMs), 96 of 192, 120 of 160; 768 x 2304 108 of 128, 126 of 112; 2048 x 768 96 of
+# 128, 128 of 96; 2 x 130 x 264 takes 96 (12 tiles, as at 128).
+WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 112), ((1, 2048, 768), 96),
+               ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 96)]
+assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
+
+
 @requires_cuda
-@pytest.mark.parametrize("batch_m_n, width", [((1, 8192, 768), 192), ((1, 768, 3072), 192), ((1, 4096, 4096), 256),
-                                              ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)],
+@pytest.mark.parametrize("batch_m_n, width", WIDTH_CASES,
                          ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_hopper_tile_widths(batch_m_n, width):
     hopper_expected()
@@ -335,6 +358,30 @@ def test_hopper_tile_widths(batch_m_n, width):
     b = torch.empty(batch, 512, n, dtype=torch.bfloat16, device="cuda")
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
     assert_tile(a, b, width)
+
+
+# Every tile width by name, in every layout: 3 x 520 x 1000 over K = 200 has edge tiles in M, N (1000 is
+# no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
+# several tiles at the widths bmm only picks for one wave; N = 1002 stores directly at every width.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("width", HOPPER_WIDTHS)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_tile_width_by_name(dtype, width, layouts):
+    hopper_expected()
+    for n in (1000, 1002):
+        a, b = operands(layouts, 3, 520, n, 200, dtype)
+        assert_bmm_close(poisoned_on_path(a, b, f"hopper-{width}"), a, b, msg=f"hopper-{width}")
+
+
+@requires_cuda
+def test_hopper_tile_width_by_name_rejects_float32():
+    hopper_expected()
+    a = make_tensor((2, 64, 64), torch.float32, "cuda")
+    with pytest.raises(RuntimeError, match="forces the bfloat16 / float16 kernel's tile width"):
+        torch.ops.tiles._bmm_on_path(a, a, "hopper-128")
+    with pytest.raises(RuntimeError, match="hopper-<width>"):
+        torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
 
 
 def batches_to_fill(m, n, dtype, times):

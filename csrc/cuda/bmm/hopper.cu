@@ -32,6 +32,9 @@ void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMa
   switch (bn) {
     case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid);
     case 192: return launch_layouts<T, 192>(ma, mb, mc, ta, tb, c, s, grid);
+    case 160: return launch_layouts<T, 160>(ma, mb, mc, ta, tb, c, s, grid);
+    case 112: return launch_layouts<T, 112>(ma, mb, mc, ta, tb, c, s, grid);
+    case 96: return launch_layouts<T, 96>(ma, mb, mc, ta, tb, c, s, grid);
     default: return launch_layouts<T, 128>(ma, mb, mc, ta, tb, c, s, grid);
   }
 }
@@ -52,8 +55,18 @@ bool can_run(const BmmProblem& p, const char** why) {
 namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
-// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide).
-double k_block_us(int bn) { return bn == 256 ? 0.76 : bn == 192 ? 0.51 : 0.40; }
+// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide; 96, 112 and 160 in proportion to the
+// width, untimed).
+double k_block_us(int bn) {
+  switch (bn) {
+    case 256: return 0.76;
+    case 192: return 0.51;
+    case 128: return 0.40;
+    default: return 0.40 * bn / 128;
+  }
+}
+
+bool staged_width(int bn) { return bn % 64 == 0; }
 
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
@@ -66,25 +79,34 @@ struct Plan {
   Store store;
 };
 
-Plan plan(const BmmProblem& p) {
-  // Tile width: the narrowest that takes no more waves over the SMs than 256-wide tiles. A narrower
-  // tile takes less time, but not in proportion (128-wide about 0.7 of a 256-wide one's), so it pays
-  // only where it fills the same waves: N <= 128, or outputs whose last 256-wide wave is partly idle
-  // (8192 x 768: 192 tiles of 256 on 132 SMs, two waves of 192-wide; NOTES.md, "Launch rules: the
-  // measurements behind them").
-  const int tiles_m = int((p.m + 127) / 128);
-  const int64_t sms = sm_count();
+// Tile width: the narrowest that takes no more waves over the SMs than 256-wide tiles. A narrower tile
+// takes less time, but not in proportion (128-wide about 0.7 of a 256-wide one's), so it pays only where
+// it fills the same waves: N <= 128, or outputs whose last 256-wide wave is partly idle (8192 x 768: 192
+// tiles of 256 on 132 SMs, two waves of 192-wide; NOTES.md, "Launch rules: the measurements behind
+// them"). Where 256-wide tiles take a single wave, 96-, 112- and 160-wide ones join the choice, as
+// cuBLAS fills the SMs (NOTES.md, "cuBLAS's tiles on the training shapes": 2048 x 768 is 96 tiles of
+// 128 columns, 128 of 96; 768 x 2304 108 of 128, 126 of 112); past one wave they stay out, since they
+// store from registers where the others stage the store under the next tile's mainloop.
+int tile_width(const BmmProblem& p, int64_t sms) {
+  const int64_t tiles_m = (p.m + 127) / 128;
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
   int bn = 256;
-  for (const int width : {192, 128})
-    if (waves(width) <= waves(256)) bn = width;
+  for (const int width : {192, 160, 128, 112, 96})
+    if (waves(width) <= waves(256) && (staged_width(width) || waves(256) == 1)) bn = width;
+  return bn;
+}
+
+Plan plan(const BmmProblem& p, int forced_width = 0) {
+  const int tiles_m = int((p.m + 127) / 128);
+  const int64_t sms = sm_count();
+  const int bn = forced_width ? forced_width : tile_width(p, sms);
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
   const bool short_k = p.k <= 128;
   const OperandLayout out = output_layout(p);
   Store store = Store::tma;
-  if (!out.ok) store = Store::direct;
+  if (!out.ok || !staged_width(bn)) store = Store::direct;
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes()) store = Store::streaming;
   const int tiles_n = int((p.n + bn - 1) / bn);
   // Split-K where few tiles over a long K leave SMs idle. The partials are summed into the output as one
@@ -113,13 +135,23 @@ const char* tile(const BmmProblem& p) {
   switch (plan(p).bn) {
     case 256: return "128x256";
     case 192: return "128x192";
+    case 160: return "128x160";
+    case 112: return "128x112";
+    case 96: return "128x96";
     default: return "128x128";
   }
 }
 
-void bmm(const BmmProblem& p) {
+bool is_tile_width(int width) {
+  for (const int w : {96, 112, 128, 160, 192, 256})
+    if (width == w) return true;
+  return false;
+}
+
+void bmm(const BmmProblem& p, int width) {
+  TORCH_INTERNAL_ASSERT(width == 0 || is_tile_width(width), "hopper::bmm: no ", width, "-wide tiles");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p);
+  const Plan chosen = plan(p, width);
   const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;
@@ -133,7 +165,7 @@ void bmm(const BmmProblem& p) {
       s.splits > 1 ? at::empty({s.splits * outputs}, p.out.options().dtype(at::kFloat)) : at::Tensor();
   s.partials = s.splits > 1 ? partials.data_ptr<float>() : nullptr;
 
-  // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes (bmm/hopper_kernel.cuh).
+  // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes, rounded up (bmm/hopper_kernel.cuh).
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : 128);
   const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output

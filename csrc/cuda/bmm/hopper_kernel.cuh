@@ -10,7 +10,8 @@
 //   A K-major (a[m][k] with unit k stride):     one box of 128 m-rows;
 //   A M-major (unit m stride, a = x.mT):         two boxes of 64 k-rows, for m 0..63 and 64..127;
 //   B K-major (unit k stride, b = y.mT):         one box of BN n-rows;
-//   B N-major (b[k][n] with unit n stride):      BN / 64 boxes of 64 k-rows.
+//   B N-major (b[k][n] with unit n stride):      BN / 64 boxes of 64 k-rows, rounded up (a 96-wide
+//                                                tile loads two and its products read 1.5 of them).
 // Either way consumer w's A rows start 8 KiB * w into the stage. Out-of-range rows, columns and k are
 // zero-filled by TMA, so edge tiles need no special case.
 //
@@ -23,7 +24,8 @@
 // no more k-blocks than groups is stored right after its mainloop. Or, when the kernel is a write
 // stream, the consumer's own threads copy the buffers out with evict-first 16-byte stores. When the
 // output's rows are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store
-// straight from registers; so they do a split-K slice's float partials.
+// straight from registers; so they do a split-K slice's float partials, and every tile of a width that is
+// not a multiple of 64 (96, 112, 160: single-wave problems, TileConfig).
 //
 // Split-K (splits > 1): the walk's batch index is split * batch + b, that split's k-blocks [split *
 // k_blocks, + k_blocks) of batch entry b (the past-K k-blocks of the last split are TMA's zeros), and
@@ -60,42 +62,56 @@ struct GemmShape {
 
 template <int BN>
 struct TileConfig {
-  // The stage sizes, store groups (whole 64-column chunks) and wgmma widths assume these three.
-  static_assert(BN == 128 || BN == 192 || BN == 256, "Hopper bmm tiles are 128, 192 or 256 columns wide");
+  // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
+  // (96, 112, 160) fill single-wave problems with more tiles (bmm/hopper.cu `plan`) and store straight
+  // from registers, since with one tile per block there is no next mainloop to hide a staged store under.
+  static_assert(BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
+                "Hopper bmm tiles are 96, 112, 128, 160, 192 or 256 columns wide");
+  static constexpr bool kStagedStores = BN % 64 == 0;
   static constexpr int BM = 128, BK = 64;
   static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kABytes = BM * BK * 2;          // 16 KiB
-  static constexpr int kBBytes = BN * BK * 2;          // 16, 24 or 32 KiB
+  // An N-major b arrives in whole 64-column boxes (BN = 96: two, the second half used), a K-major one
+  // as BN rows; a stage has room for the boxes.
+  static constexpr int kBBoxes = (BN + 63) / 64;
+  static constexpr int kBBytes = kBBoxes * 64 * BK * 2;  // 16, 24 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // The bytes TMA writes into a stage, which its `full` barrier waits for.
+  static constexpr uint32_t loaded_bytes(bool trans_b) { return kABytes + (trans_b ? kBBoxes * 64 : BN) * BK * 2; }
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
   // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers), which
-  // leaves room for a 5th stage.
+  // leaves room for a 5th stage. None where the tile is not staged.
   static constexpr int kCBuffers = BN == 192 ? 1 : 2;
-  static constexpr int kStoreGroups = BN / 64 / kCBuffers;
-  static constexpr int kCBytes = kConsumers * kCBuffers * kChunkBytes;
-  static constexpr int kStages = BN == 256 ? 4 : 5;    // at 256 and 192 as deep as 227 KiB allows (128: untimed at 6)
+  static constexpr int kStoreGroups = kStagedStores ? BN / 64 / kCBuffers : 0;
+  static constexpr int kCBytes = kStagedStores ? kConsumers * kCBuffers * kChunkBytes : 0;
+  // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6); 96 and 112 (32 KiB stages) at 6, as
+  // cuBLAS runs its 96 x 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
+  static constexpr int kStages = BN == 256 ? 4 : BN < 128 ? 6 : 5;
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 };
 
 // One product for warpgroup-sized tiles: 64 x BN x 16.
+#define TILES_WGMMA_WIDTH(W)                                                    \
+  if constexpr (BN == W) {                                                      \
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) wgmma_m64n##W##k16_bf16<ta, tb>(acc, da, db, 1); \
+    else wgmma_m64n##W##k16_f16<ta, tb>(acc, da, db, 1);                       \
+  }
 template <class T, int BN, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db) {
   constexpr int ta = kTransA, tb = kTransB;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if constexpr (BN == 256) wgmma_m64n256k16_bf16<ta, tb>(acc, da, db, 1);
-    else if constexpr (BN == 192) wgmma_m64n192k16_bf16<ta, tb>(acc, da, db, 1);
-    else wgmma_m64n128k16_bf16<ta, tb>(acc, da, db, 1);
-  } else {
-    if constexpr (BN == 256) wgmma_m64n256k16_f16<ta, tb>(acc, da, db, 1);
-    else if constexpr (BN == 192) wgmma_m64n192k16_f16<ta, tb>(acc, da, db, 1);
-    else wgmma_m64n128k16_f16<ta, tb>(acc, da, db, 1);
-  }
+  TILES_WGMMA_WIDTH(96)
+  TILES_WGMMA_WIDTH(112)
+  TILES_WGMMA_WIDTH(128)
+  TILES_WGMMA_WIDTH(160)
+  TILES_WGMMA_WIDTH(192)
+  TILES_WGMMA_WIDTH(256)
 }
+#undef TILES_WGMMA_WIDTH
 
 template <class T>
 __device__ __forceinline__ T from_float(float v) {
@@ -304,7 +320,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (threadIdx.x != 0) return;
     tma_prefetch_descriptor(&map_a);
     tma_prefetch_descriptor(&map_b);
-    produce_stages<kStages, BK>(full, empty, Cfg::kStageBytes, total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
+    produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
                                 [&](int s, const TileCoord& tc, int k_in_split) {
       const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
       const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
@@ -316,7 +332,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
       }
       if constexpr (kTransB) {
-        for (int j = 0; j < BN / 64; ++j) tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
+        for (int j = 0; j < Cfg::kBBoxes; ++j) tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
       } else {
         tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
       }
@@ -371,30 +387,37 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
       previous = ring.s;
       ring.advance();
-      if (pending.held && kb < kGroups) store_group(int(kb));  // while this k-block's products are in flight
+      if constexpr (Cfg::kStagedStores)
+        if (pending.held && kb < kGroups) store_group(int(kb));  // while this k-block's products are in flight
     }
     pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held
     wgmma_wait<0>();
     fence_registers(acc, BN / 2);
     if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
 
-    switch (shape.store) {
-      case Store::tma:
-        pack_tile<T, BN>(acc, packed);
-        pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, overlap};
-        if (!overlap)
-          for (int g = 0; g < kGroups; ++g) store_group(g);
-        break;
-      case Store::streaming:
-        pack_tile<T, BN>(acc, packed);
-        store_tile_streaming<T, BN>(packed, buffers, c, shape, tc, w);
-        break;
-      case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
-      case Store::partials: store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w); break;
+    if constexpr (!Cfg::kStagedStores) {  // bmm/hopper.cu never plans a staged store for these widths
+      if (shape.store == Store::partials) store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w);
+      else store_tile_direct<T, BN>(acc, c, shape, tc, w);
+    } else {
+      switch (shape.store) {
+        case Store::tma:
+          pack_tile<T, BN>(acc, packed);
+          pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, overlap};
+          if (!overlap)
+            for (int g = 0; g < kGroups; ++g) store_group(g);
+          break;
+        case Store::streaming:
+          pack_tile<T, BN>(acc, packed);
+          store_tile_streaming<T, BN>(packed, buffers, c, shape, tc, w);
+          break;
+        case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
+        case Store::partials: store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w); break;
+      }
     }
   }
-  if (pending.held)
-    for (int g = 0; g < kGroups; ++g) store_group(g);
+  if constexpr (Cfg::kStagedStores)
+    if (pending.held)
+      for (int g = 0; g < kGroups; ++g) store_group(g);
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
 #endif
 }

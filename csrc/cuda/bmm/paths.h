@@ -60,12 +60,14 @@ namespace hopper {
 // Whether this build, the current device and the problem's dtype and layout suit the Hopper kernel;
 // when not and `why` is given, says why.
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-void bmm(const BmmProblem& p);
+// `width`: the output tile's columns, 0 to let the kernel pick (bmm/hopper.cu `plan`), or 96, 112, 128,
+// 160, 192 or 256 to force one (tests and benchmarks, through tiles::_bmm_on_path's "hopper-<width>").
+void bmm(const BmmProblem& p, int width = 0);
 // How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
 // "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
 // (few tiles over a long K: float partials of K's slices, summed afterwards); bmm/hopper.cu `plan`.
 const char* store_name(const BmmProblem& p);
-// The output tile the kernel would use for p, "128x256", "128x192" or "128x128" (bmm/hopper.cu `plan`).
+// The output tile the kernel would use for p, "128x<width>" (bmm/hopper.cu `plan`).
 const char* tile(const BmmProblem& p);
 }  // namespace hopper
 
