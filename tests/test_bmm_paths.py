@@ -84,12 +84,12 @@ HOPPER_WIDTHS = (96, 112, 128, 160, 192, 256)
 
 def hopper_tile_width(batch, m, n, sms=132):
     """The 16-bit Hopper kernel's tile width for a batch x m x n output (bmm/hopper.cu tile_width): the
-    narrowest that takes no more waves of 128-row tiles over the SMs than 256 columns do; the widths that
-    are not multiples of 64 (96, 112, 160) only where 256-wide tiles take one wave."""
+    narrowest of 192, 128 and (only where 256-wide tiles take one wave) 160 that takes no more waves of
+    128-row tiles over the SMs than 256 columns do. 96 and 112 run by name only."""
     def waves(width):
         return -(-batch * -(-m // 128) * -(-n // width) // sms)
     width = 256
-    for w in (192, 160, 128, 112, 96):
+    for w in (192, 160, 128):
         if waves(w) <= waves(256) and (w % 64 == 0 or waves(256) == 1):
             width = w
     return width
@@ -251,8 +251,8 @@ def operands(layouts, batch, m, n, k, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
-# first seven take one wave of tiles, so they run the 96-wide kernel (direct stores); the last four take
-# fewer waves at wider tiles, so they run the 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
+# first seven run the 128-wide kernel; the last four take fewer waves at wider tiles, so they run the
+# 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
 # columns against 432 of 256 and 792 of 128, 4 waves against 4 and 6; 210 against 180 and 330, 2 waves
 # against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3; 180 against 120, 2 against 1);
 # N = 1290 and N = 1002 store directly. test_hopper_tile_width_by_name runs every width on every layout.
@@ -270,7 +270,7 @@ SHAPES = [
     (10, 300, 1002, 200),
 ]
 TILE_WIDTH = {SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
-assert all(TILE_WIDTH.get(s, 96) == hopper_tile_width(*s[:3]) for s in SHAPES)
+assert all(TILE_WIDTH.get(s, 128) == hopper_tile_width(*s[:3]) for s in SHAPES)
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
 
@@ -284,7 +284,7 @@ def test_hopper_path(dtype, shape, layouts):
     batch, m, n, k = shape
     a, b = operands(layouts, batch, m, n, k, dtype)
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
-    assert_tile(a, b, TILE_WIDTH.get(shape, 96))
+    assert_tile(a, b, TILE_WIDTH.get(shape, 128))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -339,12 +339,11 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
 
 # The tile-width rule on training shapes (132 SMs; metadata only, nothing is multiplied): 8192 x 768 is
 # 192 tiles of 256 columns, two waves whose second is half idle, and 256 of 192 columns, two full ones;
-# 4096^2 keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 over several waves takes 128. One
-# wave at 256 wide takes the narrowest width that still fits one: the weight gradient 768 x 3072 is 72
-# tiles of 256 (half the SMs), 96 of 192, 120 of 160; 768 x 2304 108 of 128, 126 of 112; 2048 x 768 96 of
-# 128, 128 of 96; 2 x 130 x 264 takes 96 (12 tiles, as at 128).
-WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 112), ((1, 2048, 768), 96),
-               ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 96)]
+# 4096^2 keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 and equal waves take 128. Where 256
+# takes one wave, 160 joins: the weight gradient 768 x 3072 is 72 tiles of 256 (half the SMs), 96 of 192,
+# 120 of 160 and 144 of 128 (two waves); 768 x 2304 keeps 128 (108 tiles, one wave).
+WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 128), ((1, 2048, 768), 128),
+               ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)]
 assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
 
 

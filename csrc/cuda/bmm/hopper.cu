@@ -84,15 +84,16 @@ struct Plan {
 // takes less time, but not in proportion (128-wide about 0.7 of a 256-wide one's), so it pays only where
 // it fills the same waves: N <= 128, or outputs whose last 256-wide wave is partly idle (8192 x 768: 192
 // tiles of 256 on 132 SMs, two waves of 192-wide; NOTES.md, "Launch rules: the measurements behind
-// them"). Where 256-wide tiles take a single wave, 96-, 112- and 160-wide ones join the choice, as
-// cuBLAS fills the SMs (NOTES.md, "cuBLAS's tiles on the training shapes": 2048 x 768 is 96 tiles of
-// 128 columns, 128 of 96; 768 x 2304 108 of 128, 126 of 112); past one wave they stay out, since they
-// store from registers where the others stage the store under the next tile's mainloop.
+// them"). 160-wide tiles join where 256-wide ones take a single wave: the weight gradient 768 x 3072 is
+// 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144 of 128. Past one wave they
+// stay out, since they store from registers where the others stage the store under the next tile's
+// mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without taking less time:
+// a block's k-blocks take as long at 96 or 128 columns (NOTES.md, "Tile widths and pairs").
 int tile_width(const BmmProblem& p, int64_t sms) {
   const int64_t tiles_m = (p.m + 127) / 128;
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
   int bn = 256;
-  for (const int width : {192, 160, 128, 112, 96})
+  for (const int width : {192, 160, 128})
     if (waves(width) <= waves(256) && (staged_width(width) || waves(256) == 1)) bn = width;
   return bn;
 }
