@@ -359,22 +359,30 @@ def test_hopper_tile_widths(batch_m_n, width):
     assert_tile(a, b, width)
 
 
-# Every tile width by name, in every layout, single or paired (" pair": clusters of two blocks over
-# vertically adjacent tiles, each loading half of b's stage for both): 3 x 520 x 1000 over K = 200 has
-# edge tiles in M, N (1000 is no multiple of any width) and K, an odd number of tile rows (the last
-# pair's second tile lies past M), and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
-# several tiles at the widths bmm only picks for one wave; N = 1002 stores directly at every width.
+# Every tile width by name, in every layout: 3 x 520 x 1000 over K = 200 has edge tiles in M, N (1000 is
+# no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
+# several tiles at the widths bmm never picks (96, 112) or picks for one wave only (160); N = 1002 stores
+# directly at every width.
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
-@pytest.mark.parametrize("suffix", ["", " pair"], ids=["single", "pair"])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_tile_width_by_name(dtype, width, suffix, layouts):
+def test_hopper_tile_width_by_name(dtype, width, layouts):
     hopper_expected()
-    path = f"hopper-{width}{suffix}"
+    path = f"hopper-{width}"
     for n in (1000, 1002):
         a, b = operands(layouts, 3, 520, n, 200, dtype)
         assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
+
+
+@requires_cuda
+def test_hopper_tile_width_by_name_rejects_float32():
+    hopper_expected()
+    a = make_tensor((2, 64, 64), torch.float32, "cuda")
+    with pytest.raises(RuntimeError, match="forces the bfloat16 / float16 kernel's tile width"):
+        torch.ops.tiles._bmm_on_path(a, a, "hopper-128")
+    with pytest.raises(RuntimeError, match="hopper-<width>"):
+        torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
 
 
 def batches_to_fill(m, n, dtype, times):
@@ -420,35 +428,6 @@ def test_hopper_split_k(dtype, shape, layouts):
     out = poisoned_bmm(a, b)
     assert_bmm_close(out, a, b)
     assert torch.equal(out, torch.ops.tiles.bmm(a, b))  # the same bits every run
-
-
-# Paired blocks under the kernel's own tile width, with split-K (one tile row: every pair's second
-# block computes zeros past M), a batch-broadcast a or b, and blocks walking several tile pairs.
-@requires_cuda
-@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("row", "col-sliced")],
-                         ids=["row-row", "col-col", "row-col-sliced"])
-@pytest.mark.parametrize("shape", HALF_SPLIT_K_SHAPES + [(7, 520, 1032, 264), (44, 250, 264, 72)],
-                         ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_pairs(dtype, shape, layouts):
-    hopper_expected()
-    batch, m, n, k = shape
-    a, b = operands(layouts, batch, m, n, k, dtype)
-    out = poisoned_on_path(a, b, "hopper pair")
-    assert_bmm_close(out, a, b)
-    assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper pair"))
-    a2, b3 = a[0], b  # a shared along the batch
-    assert_bmm_close(poisoned_on_path(a2, b3, "hopper pair"), a2, b3)
-
-
-@requires_cuda
-def test_hopper_tile_width_by_name_rejects_float32():
-    hopper_expected()
-    a = make_tensor((2, 64, 64), torch.float32, "cuda")
-    with pytest.raises(RuntimeError, match="forces the bfloat16 / float16 kernel's tiles"):
-        torch.ops.tiles._bmm_on_path(a, a, "hopper-128")
-    with pytest.raises(RuntimeError, match="hopper-<width>"):
-        torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
 
 
 @requires_cuda

@@ -77,7 +77,6 @@ struct Plan {
   int grid;
   OperandLayout out;  // the output as TMA sees it (out.ok: TMA can address it)
   Store store;
-  int pair;  // GemmShape::pair
 };
 
 // Tile width: the narrowest that takes no more waves over the SMs than 256-wide tiles. A narrower tile
@@ -98,13 +97,10 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
-// Pairs: clusters of two blocks over vertically adjacent tiles sharing b's loads (GemmShape::pair). Off
-// unless asked for (`forced_pair` 2), pending measurements.
-Plan plan(const BmmProblem& p, int forced_width = 0, int forced_pair = 0) {
+Plan plan(const BmmProblem& p, int forced_width = 0) {
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   const int bn = forced_width ? forced_width : tile_width(p, sms);
-  const int pair = forced_pair == 2 ? 2 : 1;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
@@ -118,13 +114,12 @@ Plan plan(const BmmProblem& p, int forced_width = 0, int forced_pair = 0) {
   // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must keep
   // TMA's int32 k coordinate in range.
   const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
-  const int64_t walked = p.batch * ((tiles_m + pair - 1) / pair) * tiles_n;  // tiles, or pairs of them
   const bool can_split = p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
-  const int grid = pair * int(std::min<int64_t>(walked * splits, sms / pair));
-  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store, pair};
+  const int grid = int(std::min<int64_t>(tiles * splits, sms));
+  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store};
 }
 
 }  // namespace
@@ -154,11 +149,10 @@ bool is_tile_width(int width) {
   return false;
 }
 
-void bmm(const BmmProblem& p, int width, int pair) {
+void bmm(const BmmProblem& p, int width) {
   TORCH_INTERNAL_ASSERT(width == 0 || is_tile_width(width), "hopper::bmm: no ", width, "-wide tiles");
-  TORCH_INTERNAL_ASSERT(pair >= 0 && pair <= 2, "hopper::bmm: pair is 0, 1 or 2");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p, width, pair);
+  const Plan chosen = plan(p, width);
   const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;
@@ -166,7 +160,6 @@ void bmm(const BmmProblem& p, int width, int pair) {
   s.tiles_m = chosen.tiles_m, s.tiles_n = chosen.tiles_n;
   s.store = chosen.store;
   s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
-  s.pair = chosen.pair;
   // Split-K: each slice's float partials, [splits][batch][m][n], summed in slice order into the output.
   const int64_t outputs = p.batch * p.m * p.n;
   const at::Tensor partials =
@@ -175,8 +168,7 @@ void bmm(const BmmProblem& p, int width, int pair) {
 
   // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes, rounded up (bmm/hopper_kernel.cuh).
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : 128);
-  // Paired blocks each load half of a K-major b's rows.
-  const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : bn / s.pair);
+  const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;

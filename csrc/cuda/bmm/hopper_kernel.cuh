@@ -58,10 +58,6 @@ struct GemmShape {
   int tiles_m, tiles_n;
   bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
   Store store;                    // Store::tma: the output is described by map_c
-  // 1, or 2: blocks run in clusters of two over vertically adjacent tiles (rows 2 i and 2 i + 1 of one
-  // tile column), each loading half of b's stage for both (TMA multicast), which halves b's reads from
-  // L2; map_b's boxes are then half as tall where b is K-major.
-  int pair;
 };
 
 template <int BN>
@@ -307,64 +303,40 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kABytes; };
 
   const int warpgroup = threadIdx.x / 128;
-  // Paired blocks free a stage once the consumers of both have read it: each block's b half lands in both.
-  const int pair = shape.pair;
-  const uint32_t rank = pair == 2 ? cluster_rank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], Cfg::kConsumers * pair);
+      mbarrier_init(&empty[s], Cfg::kConsumers);
     }
     mbarrier_init_fence();
   }
-  if (pair == 2) cluster_sync();  // the peer's barriers are ready before any multicast or remote arrival
-  else __syncthreads();
+  __syncthreads();
 
   const int64_t k_blocks = shape.k_blocks;
-  // The walk is over tile rows, or pairs of them: a pair's blocks walk the same tiles in step.
-  const int walk_m = (shape.tiles_m + pair - 1) / pair;
-  const int64_t total_tiles = shape.batch * shape.splits * walk_m * shape.tiles_n;
-  const int first = int(blockIdx.x) / pair, stride = int(gridDim.x) / pair;
-  auto tile_of = [&](TileCoord walked) {  // this block's tile (a paired block's may lie past M: zeros)
-    walked.tm = walked.tm * pair + int(rank);
-    return walked;
-  };
+  const int64_t total_tiles = shape.batch * shape.splits * shape.tiles_m * shape.tiles_n;
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
-    // 40: the consumers' 232 take every register the producer gives up (384 threads launched at 168), and
-    // setmaxnreg.inc waits until they are free: at 48 they never are, and the kernel hangs.
     registers_decrease<40>();
-    if (threadIdx.x == 0) {
-      tma_prefetch_descriptor(&map_a);
-      tma_prefetch_descriptor(&map_b);
-      produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, walk_m, shape.tiles_n, k_blocks,
-                                  [&](int s, const TileCoord& walked, int k_in_split) {
-        const TileCoord tc = tile_of(walked);
-        const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
-        const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
-        const int k0 = int(split * k_blocks * BK) + k_in_split;
-        const int m0 = tc.tm * BM, n0 = tc.tn * BN;
-        if constexpr (kTransA) {
-          for (int j = 0; j < BM / 64; ++j) tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
-        } else {
-          tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
-        }
-        // Paired: this block's half of b's stage (alternate 64-column boxes, or half the rows), to both.
-        constexpr uint16_t kBoth = 0b11;
-        if constexpr (kTransB) {
-          for (int j = 0; j < Cfg::kBBoxes; ++j) {
-            uint8_t* dst = stage_b(s) + j * 64 * 128;
-            if (pair == 1) tma_load_3d(dst, &map_b, &full[s], n0 + 64 * j, k0, bb);
-            else if (j % 2 == int(rank)) tma_load_3d_multicast(dst, &map_b, &full[s], n0 + 64 * j, k0, bb, kBoth);
-          }
-        } else {
-          constexpr int kHalf = BN / 2;  // rows; a multiple of 8, so each half starts on a swizzle repeat
-          if (pair == 1) tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
-          else tma_load_3d_multicast(stage_b(s) + rank * kHalf * 128, &map_b, &full[s], k0, n0 + int(rank) * kHalf, bb, kBoth);
-        }
-      }, first, stride);
-    }
-    if (pair == 2) cluster_sync();  // matches the consumers' closing one
+    if (threadIdx.x != 0) return;
+    tma_prefetch_descriptor(&map_a);
+    tma_prefetch_descriptor(&map_b);
+    produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
+                                [&](int s, const TileCoord& tc, int k_in_split) {
+      const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
+      const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
+      const int k0 = int(split * k_blocks * BK) + k_in_split;
+      const int m0 = tc.tm * BM, n0 = tc.tn * BN;
+      if constexpr (kTransA) {
+        for (int j = 0; j < BM / 64; ++j) tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
+      } else {
+        tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
+      }
+      if constexpr (kTransB) {
+        for (int j = 0; j < Cfg::kBBoxes; ++j) tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
+      } else {
+        tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
+      }
+    });
     return;
   }
 
@@ -387,13 +359,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   const bool overlap = k_blocks > kGroups;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
   auto store_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
-  auto release = [&](int stage) {  // one thread of the warpgroup
-    if (pair == 1) return mbarrier_arrive(&empty[stage]);
-    mbarrier_arrive_in(&empty[stage], 0);
-    mbarrier_arrive_in(&empty[stage], 1);
-  };
-  for (int64_t t = first; t < total_tiles; t += stride) {
-    const TileCoord tc = tile_of(tile_coord(t, walk_m, shape.tiles_n));
+  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+    const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     fence_registers(acc, BN / 2);
@@ -417,7 +384,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       // Keep this k-block's products in flight; the previous block's are done, so free its stage.
       wgmma_wait<1>();
       fence_registers(acc, BN / 2);
-      if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
+      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
       previous = ring.s;
       ring.advance();
       if constexpr (Cfg::kStagedStores)
@@ -426,7 +393,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held
     wgmma_wait<0>();
     fence_registers(acc, BN / 2);
-    if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
+    if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
 
     if constexpr (!Cfg::kStagedStores) {  // bmm/hopper.cu never plans a staged store for these widths
       if (shape.store == Store::partials) store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w);
@@ -452,7 +419,6 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
-  if (pair == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }
 
