@@ -41,9 +41,10 @@ def _cases():
               lambda x: T.map(x, "exp"), torch.exp))
     c.append(("map exp fp32 transposed-in 2048x4096", lambda: (_rand(N, M).t(),),
               lambda x: T.map(x, "exp"), torch.exp))
-    # Activations: gelu (examples/train.py's) and tanh (a libm call per lane before 2026-11-28), at the
-    # size of that script's layers (64 x 256, in cache) and the large size.
-    for fn, torch_fn in (("gelu", torch.nn.functional.gelu), ("tanh", torch.tanh)):
+    # Activations: gelu (examples/train.py's), tanh, sin and cos (a libm call per lane before 2026-11-28),
+    # at the size of that script's layers (64 x 256, in cache) and the large size.
+    for fn, torch_fn in (("gelu", torch.nn.functional.gelu), ("tanh", torch.tanh), ("sin", torch.sin),
+                         ("cos", torch.cos)):
         for rows, cols in ((64, 256), (M, N)):
             c.append((f"map {fn} fp32 {rows}x{cols}", lambda r=rows, k=cols: (_rand(r, k),),
                       lambda x, f=fn: T.map(x, f), torch_fn))

@@ -85,6 +85,30 @@ def test_map_log_relative_error():
                                    equal_nan=True)
 
 
+def test_map_sin_cos_ulps():
+    # float lanes: |x| <= 125 by the vector reduction, within 2 float32 ulps of the float64 result (1.5
+    # measured), and near sin's and cos's zeros (x next to k π / 2) within 5e-13 absolute (without FMA, q
+    # times π/2's third part rounds: 2.3e-13 at q = 79); past 125, NaN and ±inf libm's per lane, in the
+    # same vectors; sin keeps -0.
+    k = torch.arange(-79, 80, dtype=torch.float64) * (np.pi / 2)
+    near_zeros = torch.cat([k, k.nextafter(k + 1), k.nextafter(k - 1)]).float()
+    x = torch.cat([torch.empty(40000, dtype=torch.float64).uniform_(-125, 125).float(),
+                   torch.empty(4000, dtype=torch.float64).uniform_(-1e5, 1e5).float(), near_zeros,
+                   torch.tensor([125.0, -125.0, 125.00001, 1e-30, -1e-40, 3e38])])
+    for fn, ref in (("sin", torch.sin), ("cos", torch.cos)):
+        out, exact = T.map(x, fn).double(), ref(x.double())
+        rounded = exact.float().abs()
+        ulp = (rounded.nextafter(torch.full_like(rounded, float("inf"))) - rounded).double()
+        err = (out - exact).abs()
+        assert (err <= torch.maximum(2 * ulp, torch.full_like(ulp, 5e-13))).all(), (fn, x[(err / ulp).argmax()])
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e6, -3e38])
+    for dtype in FLOAT_DTYPES:
+        for fn, ref in (("sin", torch.sin), ("cos", torch.cos)):
+            out = T.map(special.to(dtype), fn)
+            torch.testing.assert_close(out, ref(special.to(dtype)), rtol=TOL[dtype].rtol, atol=0, equal_nan=True)
+            assert torch.equal(out.signbit()[:2], ref(special[:2].to(dtype)).signbit()), (fn, dtype)
+
+
 def test_map_tanh_relative_error_across_its_branches():
     # float lanes: the Taylor series below |x| = 0.55 (tiny and subnormal values too) and 1 - 2 / (e^2|x| + 1)
     # above, within a few float32 ulps of the float64 tanh; signed zeros, infinities and NaN as torch.
@@ -338,16 +362,27 @@ _ISA_SCRIPT = r"""
 import sys, numpy as np, torch
 sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the torch_tiles this test run imported, and tests/
 import torch_tiles
-from helpers import assert_bmm_close, assert_close_to_ref, assert_reduce_close, rand_values
+from helpers import MAP_DOMAIN, MAP_REF, assert_bmm_close, assert_close_to_ref, assert_reduce_close, rand_values
 T = torch.ops.tiles
 for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     x = rand_values((37, 301), "real").to(dtype)
-    for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu", "tanh", "gelu", "erf"):
+    for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu", "tanh", "gelu", "erf", "sin", "cos"):
         assert_close_to_ref(T.map(x, fn), getattr(torch.nn.functional, fn, None)(x.double())
                             if fn in ("sigmoid", "relu", "silu", "gelu") else getattr(torch, fn)(x.double()), dtype)
     g = rand_values((37, 301), "real").to(dtype)
     gelu_grad = torch.ops.aten.gelu_backward(g.double(), x.double())
     assert_close_to_ref(T._map_backward(g, x, "gelu"), gelu_grad, dtype)
+    assert_close_to_ref(T._map_backward(g, x, "sin"), g.double() * torch.cos(x.double()), dtype)
+    # the vector gradients (half types run the same float lanes, from a saved output rounded to half)
+    grad_fns = ("id", "neg", "abs", "exp", "log", "sqrt", "inv", "square", "sigmoid", "relu", "tanh", "cos")
+    for fn in grad_fns if dtype in (torch.float32, torch.float64) else ():
+        v = rand_values((37, 301), MAP_DOMAIN[fn]).to(dtype).requires_grad_()
+        T.map(v, fn).backward(g)
+        ref = v.detach().double().requires_grad_()
+        MAP_REF[fn](ref).backward(g.double())
+        assert_close_to_ref(v.grad, ref.grad, dtype, msg=lambda m, fn=fn: f"{fn} gradient: {m}")
+    wide = x * 60  # |x| up to 180: lanes past 125 take libm's within the same vectors
+    assert_close_to_ref(T.map(wide, "sin"), torch.sin(wide.double()), dtype)
     pos = x.abs() + 0.01
     assert_close_to_ref(T.map(pos, "log"), torch.log(pos.double()), dtype)
     if dtype in (torch.float32, torch.float64):  # correctly rounded, as numpy's (the half types round twice)

@@ -8,7 +8,7 @@
 //
 // Half types compute in float32 lanes; bfloat16 converts with shifts (round to nearest even, NaN kept),
 // float16 with F16C on the x86 sets that have it, else through c10's scalar conversion. Map / zip fns
-// without a vector form here (sin, cos, pow; log, tanh, erf and gelu in double lanes; sqrt off x86) run
+// without a vector form here (pow; sin, cos, log, tanh, erf and gelu in double lanes; sqrt off x86) run
 // c10 / libm per lane over the same blocks.
 
 namespace tiles::cpu::TILES_ISA {
@@ -317,6 +317,47 @@ TILES_VECTOR_MATH vf vtanh(vf x) {
   return a < 0.55f ? x * p : outer;
 }
 
+// Whether any lane of a comparison's result (all ones or zero per lane) is set: one movemask on the x86
+// sets, an OR over the lanes elsewhere.
+TILES_VECTOR_MATH bool any_lane(vi m) {
+#if defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 32
+  return _mm256_movemask_ps((__m256)m) != 0;
+#elif defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 64
+  return _mm512_movepi32_mask((__m512i)m) != 0;
+#else
+  int32_t any = 0;
+  for (int l = 0; l < lanes<float>; ++l) any |= m[l];
+  return any != 0;
+#endif
+}
+
+// sin (kCos false) or cos in float lanes: x = q π/2 + r with q the nearest integer to x 2/π and π/2 in
+// four parts (the first two with trailing zero bits, so q times them is exact; the fourth what the third
+// leaves out, for the results near zero, sin x at x = k π), then sin or cos of r (|r| <= π/4) by minimax
+// polynomials (Cephes's sinf / cosf coefficients) chosen and signed by q mod 4: within 1.5 float32 ulps
+// of the exact result (torch's 0.6); near zero, 1 ulp where the set has FMA (q times the third part
+// exact), without it up to 2.3e-13 absolute (q = 79: 0.5 ulp of q times the third part). Past |x| = 125 the reduction loses bits (12 ulps at 8192), so those
+// lanes, and NaN and ±inf, take libm's per lane (sinf / cosf, as every lane did before: four times
+// torch's time). sin keeps -0.
+template <bool kCos> TILES_VECTOR_MATH vf vsincos(vf x) {
+  const vf q = (x * 0.636619772f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
+  vf r = (x - q * 1.5703125f) - q * 4.837512969970703125e-4f;
+  r = (r - q * 7.549790126404332e-8f) - q * -1.7151245e-15f;
+  const vf z = r * r;
+  const vf sin_r = r + r * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
+  const vf cos_r = 1.0f - 0.5f * z + z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z +
+                                              4.166664568298827e-2f);
+  const vi quadrant = __builtin_convertvector(q, vi) + (kCos ? 1 : 0);  // cos x = sin(x + π/2)
+  const vf v = (quadrant & 1) != 0 ? cos_r : sin_r;
+  vf result = (vf)((vu)v ^ ((vu)(quadrant & 2) << 30));  // quadrants 2 and 3 negate
+  if constexpr (!kCos) result = x == 0.0f ? x : result;
+  const vi outside = (vabs(x) > 125.0f) | (x != x);  // also ±inf and NaN
+  if (any_lane(outside)) [[unlikely]]
+    for (int l = 0; l < lanes<float>; ++l)
+      if (outside[l]) result[l] = kCos ? ::cosf(x[l]) : ::sinf(x[l]);
+  return result;
+}
+
 // The NaN-propagating max / min of apply_zip, lane by lane.
 template <class V> inline V vmax(V a, V b) { const V r = (b != b) | (b > a) ? b : a; return a != a ? a : r; }
 template <class V> inline V vmin(V a, V b) { const V r = (b != b) | (b < a) ? b : a; return a != a ? a : r; }
@@ -357,15 +398,29 @@ template <MapFn F, class V> TILES_VECTOR_MATH V vmap(V x) {
   else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) return verf(x);
   else if constexpr (F == MapFn::Tanh && std::is_same_v<V, vf>) return vtanh(x);
   else if constexpr (F == MapFn::Log && std::is_same_v<V, vf>) return vlog(x);
+  else if constexpr (F == MapFn::Sin && std::is_same_v<V, vf>) return vsincos<false>(x);
+  else if constexpr (F == MapFn::Cos && std::is_same_v<V, vf>) return vsincos<true>(x);
   else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) return 0.5f * x * vone_plus_erf(x * float(M_SQRT1_2));
   else return per_lane<V>([](T t) { return apply_map<F>(t); }, x);
 }
 
-// map's gradient g f'(v) (tiles/functions.h map_grad) in vector form where f' needs exp or erf;
-// the rest per lane.
+// map's gradient g f'(v) (tiles/functions.h map_grad, the same formulas) in vector form; per lane only
+// where f' has no vector form here (sin, cos, erf and gelu in double lanes).
 template <MapFn F, class V> TILES_VECTOR_MATH V vmap_grad(V g, V v) {
   using T = elem_t<V>;
-  if constexpr (F == MapFn::Silu) {
+  const V zero = splat<V>(T(0)), one = splat<V>(T(1));
+  if constexpr (F == MapFn::Id) return g;
+  else if constexpr (F == MapFn::Neg) return -g;
+  else if constexpr (F == MapFn::Abs) return g * ((v > T(0) ? one : zero) - (v < T(0) ? one : zero));
+  else if constexpr (F == MapFn::Exp) return g * v;
+  else if constexpr (F == MapFn::Log) return g / v;
+  else if constexpr (F == MapFn::Sqrt) return g / (T(2) * v);
+  else if constexpr (F == MapFn::Inv) return -(g * (v * v));
+  else if constexpr (F == MapFn::Square) return g * (T(2) * v);
+  else if constexpr (F == MapFn::Sigmoid) return g * (v * (T(1) - v));
+  else if constexpr (F == MapFn::Relu) return v <= T(0) ? zero : g;  // a select: NaN x passes g
+  else if constexpr (F == MapFn::Tanh) return g * (T(1) - v * v);
+  else if constexpr (F == MapFn::Silu) {
     const V s = T(1) / (T(1) + vexp(-v));
     return g * (s * (T(1) + v * (T(1) - s)));
   } else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) {
@@ -375,6 +430,10 @@ template <MapFn F, class V> TILES_VECTOR_MATH V vmap_grad(V g, V v) {
     return g * (cdf + v * pdf);
   } else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) {
     return g * (float(M_2_SQRTPI) * vexp(-(v * v)));
+  } else if constexpr (F == MapFn::Sin && std::is_same_v<V, vf>) {
+    return g * vsincos<true>(v);
+  } else if constexpr (F == MapFn::Cos && std::is_same_v<V, vf>) {
+    return -(g * vsincos<false>(v));
   } else {
     return per_lane<V>([](T gl, T vl) { return tiles::map_grad<F>(gl, vl); }, g, v);
   }
