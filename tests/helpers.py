@@ -69,6 +69,28 @@ def assert_close_to_ref(out, ref, dtype=None, *, exact=False, msg=None):
                                rtol=tol.rtol, atol=tol.atol, equal_nan=True, msg=msg)
 
 
+def assert_sin_cos_ulps(map_fn, floor):
+    """The CPU kernels' float32 sin / cos (csrc/cpu/simd_body.h vsincos) against float64: within 2 float32
+    ulps for |x| <= 125 (the vector reduction; 1.56 measured), or `floor` absolute where that is larger
+    (the base set, without FMA, rounds q times π/2's third part: 2.1e-13 near sin(30 π)), including the
+    floats next to k π / 2 (where the results are near zero); past 125 (libm's per lane) within 2 ulps."""
+    k = (torch.arange(-79, 80, dtype=torch.float64) * (math.pi / 2)).float()
+    near_zeros, up, down = [k], k, k
+    for _ in range(3):  # the three floats on either side of each
+        up, down = up.nextafter(up + 1), down.nextafter(down - 1)
+        near_zeros += [up, down]
+    x = torch.cat([torch.empty(40000, dtype=torch.float64).uniform_(-125, 125).float(),
+                   torch.empty(4000, dtype=torch.float64).uniform_(-1e5, 1e5).float(), *near_zeros,
+                   torch.tensor([125.0, -125.0, 125.00001, 1e-30, -1e-40, 3e38])])
+    for fn, ref in (("sin", torch.sin), ("cos", torch.cos)):
+        out, exact = map_fn(x, fn).double(), ref(x.double())
+        rounded = exact.float().abs()
+        ulp = (rounded.nextafter(torch.full_like(rounded, float("inf"))) - rounded).double()
+        err = (out - exact).abs()
+        worst = (err / torch.maximum(2 * ulp, torch.full_like(ulp, floor))).argmax()
+        assert err[worst] <= max(2 * ulp[worst].item(), floor), (fn, x[worst].item(), (err[worst] / ulp[worst]).item())
+
+
 # --------------------------------------------------------------------------------------------------
 # Random values
 # --------------------------------------------------------------------------------------------------

@@ -270,7 +270,6 @@ SHAPES = [
     (10, 300, 1002, 200),
 ]
 TILE_WIDTH = {SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
-assert all(TILE_WIDTH.get(s, 128) == hopper_tile_width(*s[:3]) for s in SHAPES)
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
 
@@ -344,7 +343,13 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
 # 120 of 160 and 144 of 128 (two waves); 768 x 2304 keeps 128 (108 tiles, one wave).
 WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 128), ((1, 2048, 768), 128),
                ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)]
-assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
+
+
+def test_tile_width_tables_follow_the_rule():
+    # the widths these tests expect on 132 SMs, against the Python copy of bmm/hopper.cu tile_width
+    # (runs without a GPU: the tables and the comments above them are what the GPU tests assert)
+    assert all(TILE_WIDTH.get(s, 128) == hopper_tile_width(*s[:3]) for s in SHAPES)
+    assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
 
 
 @requires_cuda
@@ -373,6 +378,20 @@ def test_hopper_tile_width_by_name(dtype, width, layouts):
     for n in (1000, 1002):
         a, b = operands(layouts, 3, 520, n, 200, dtype)
         assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
+
+
+# The same names where K splits (few tiles over K = 8192; the cost model's 96- and 112-wide k-blocks are
+# taken in proportion to the width) and where N is below the width (N = 40: one partial tile column).
+@requires_cuda
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
+@pytest.mark.parametrize("width", [96, 112, 160])
+def test_hopper_narrow_widths_split_k_and_narrow_n(width, layouts):
+    hopper_expected()
+    for batch, m, n, k in [(1, 256, 1000, 8192), (2, 300, 40, 520)]:
+        a, b = operands(layouts, batch, m, n, k, torch.bfloat16)
+        out = poisoned_on_path(a, b, f"hopper-{width}")
+        assert_bmm_close(out, a, b, msg=f"hopper-{width} {(batch, m, n, k)}")
+        assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, f"hopper-{width}"))
 
 
 @requires_cuda

@@ -334,20 +334,24 @@ TILES_VECTOR_MATH bool any_lane(vi m) {
 // sin (kCos false) or cos in float lanes: x = q π/2 + r with q the nearest integer to x 2/π and π/2 in
 // four parts (the first two with trailing zero bits, so q times them is exact; the fourth what the third
 // leaves out, for the results near zero, sin x at x = k π), then sin or cos of r (|r| <= π/4) by minimax
-// polynomials (Cephes's sinf / cosf coefficients) chosen and signed by q mod 4: within 1.5 float32 ulps
-// of the exact result (torch's 0.6); near zero, 1 ulp where the set has FMA (q times the third part
-// exact), without it up to 2.3e-13 absolute (q = 79: 0.5 ulp of q times the third part). Past |x| = 125 the reduction loses bits (12 ulps at 8192), so those
-// lanes, and NaN and ±inf, take libm's per lane (sinf / cosf, as every lane did before: four times
-// torch's time). sin keeps -0.
+// polynomials (Cephes's sinf / cosf coefficients) chosen and signed by q mod 4: within 1.56 float32 ulps
+// of the exact result (torch's 0.6). Near zero the third part's product decides: where the compiler
+// contracts `r - q * c` into an FMA (GCC's default for C++ on the sets with FMA) within 1 ulp, without
+// (the base set) up to 2.1e-13 absolute; tests/helpers.py assert_sin_cos_ulps checks each set. Past
+// |x| = 125 the reduction loses bits (12 ulps at 8192), so those lanes, and NaN and ±inf, take libm's
+// per lane (sinf / cosf, as every lane did before: four times torch's time). sin keeps -0.
 template <bool kCos> TILES_VECTOR_MATH vf vsincos(vf x) {
-  const vf q = (x * 0.636619772f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23)
+  // q rounded to the nearest integer by adding 1.5 * 2^23, whose float has unit steps: the low bits of
+  // t's pattern are q's (mod 4 for negative q too), read as they lie, with no float-to-int conversion.
+  const vf t = x * 0.636619772f + 12582912.0f;
+  const vf q = t - 12582912.0f;
   vf r = (x - q * 1.5703125f) - q * 4.837512969970703125e-4f;
   r = (r - q * 7.549790126404332e-8f) - q * -1.7151245e-15f;
   const vf z = r * r;
   const vf sin_r = r + r * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
   const vf cos_r = 1.0f - 0.5f * z + z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z +
                                               4.166664568298827e-2f);
-  const vi quadrant = __builtin_convertvector(q, vi) + (kCos ? 1 : 0);  // cos x = sin(x + π/2)
+  const vi quadrant = (vi)t + (kCos ? 1 : 0);  // cos x = sin(x + π/2)
   const vf v = (quadrant & 1) != 0 ? cos_r : sin_r;
   vf result = (vf)((vu)v ^ ((vu)(quadrant & 2) << 30));  // quadrants 2 and 3 negate
   if constexpr (!kCos) result = x == 0.0f ? x : result;

@@ -55,8 +55,9 @@ bool can_run(const BmmProblem& p, const char** why) {
 namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
-// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide; 96, 112 and 160 in proportion to the
-// width, untimed).
+// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
+// so are 96 and 112 (by name only), though on an H200 their k-blocks took as long as 128's (NOTES.md,
+// "Tile widths and pairs"): their split counts, under-costed, matter only to tests and benchmarks.
 double k_block_us(int bn) {
   switch (bn) {
     case 256: return 0.76;
@@ -83,10 +84,10 @@ struct Plan {
 // takes less time, but not in proportion (128-wide about 0.7 of a 256-wide one's), so it pays only where
 // it fills the same waves: N <= 128, or outputs whose last 256-wide wave is partly idle (8192 x 768: 192
 // tiles of 256 on 132 SMs, two waves of 192-wide; NOTES.md, "Launch rules: the measurements behind
-// them"). 160-wide tiles join where 256-wide ones take a single wave: the weight gradient 768 x 3072 is
-// 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144 of 128. Past one wave they
-// stay out, since they store from registers where the others stage the store under the next tile's
-// mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without taking less time:
+// them"). 160-wide tiles join where 256-wide ones take a single wave (before any split of K): the
+// weight gradient 768 x 3072 is 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144
+// of 128. Past one wave they stay out, since they store from registers where the others stage the store
+// under the next tile's mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without taking less time:
 // a block's k-blocks take as long at 96 or 128 columns (NOTES.md, "Tile widths and pairs").
 int tile_width(const BmmProblem& p, int64_t sms) {
   const int64_t tiles_m = (p.m + 127) / 128;

@@ -25,7 +25,7 @@
 // stream, the consumer's own threads copy the buffers out with evict-first 16-byte stores. When the
 // output's rows are not 16-byte multiples (N % 8 != 0) neither can address it, and the consumers store
 // straight from registers; so they do a split-K slice's float partials, and every tile of a width that is
-// not a multiple of 64 (96, 112, 160: single-wave problems, TileConfig).
+// not a multiple of 64 (96, 112, 160; TileConfig).
 //
 // Split-K (splits > 1): the walk's batch index is split * batch + b, that split's k-blocks [split *
 // k_blocks, + k_blocks) of batch entry b (the past-K k-blocks of the last split are TMA's zeros), and
@@ -63,8 +63,12 @@ struct GemmShape {
 template <int BN>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
-  // (96, 112, 160) fill single-wave problems with more tiles (bmm/hopper.cu `plan`) and store straight
-  // from registers, since with one tile per block there is no next mainloop to hide a staged store under.
+  // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
+  // that a block has no next mainloop to hide a staged store under (split-K may add waves); 96 and 112
+  // run by name only (bmm/hopper.cu tile_width). An N-major b of these widths is read by wgmma as 1.5
+  // (96), 1.75 (112) or 2.5 (160) of the 128-byte-swizzled 64-column blocks: not one of PTX's canonical
+  // MN-major layouts (CUTLASS would take the 64-byte swizzle), but what the H200 computes correctly in
+  // every layout (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
   static_assert(BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 96, 112, 128, 160, 192 or 256 columns wide");
   static constexpr bool kStagedStores = BN % 64 == 0;
