@@ -118,10 +118,10 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   const bool tf32 = p.out.scalar_type() == at::kFloat;
   switch (named->kernel) {
     case Path::hopper:
-      TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
-                  "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
       TILES_CHECK(!tf32 || named->tile == 0, "tiles::_bmm_on_path: '", std::string(path),
                   "' forces the bfloat16 / float16 kernel's tile width; float32 takes 'hopper'");
+      TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
+                  "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
       break;
     case Path::mma:
       TILES_CHECK(mma::can_run(p, &why), "tiles::_bmm_on_path: the mma path cannot take these operands: ", why);

@@ -69,6 +69,19 @@ double k_block_us(int bn) {
 
 bool staged_width(int bn) { return bn % 64 == 0; }
 
+// The widths launch_width instantiates, and the names _bmm_tile gives their tiles.
+struct TileName {
+  int width;
+  const char* name;
+};
+constexpr TileName kTiles[] = {{96, "128x96"},   {112, "128x112"}, {128, "128x128"},
+                               {160, "128x160"}, {192, "128x192"}, {256, "128x256"}};
+const TileName* tile_named(int width) {
+  for (const TileName& t : kTiles)
+    if (t.width == width) return &t;
+  return nullptr;
+}
+
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
   int bn;
@@ -87,8 +100,9 @@ struct Plan {
 // them"). 160-wide tiles join where 256-wide ones take a single wave (before any split of K): the
 // weight gradient 768 x 3072 is 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144
 // of 128. Past one wave they stay out, since they store from registers where the others stage the store
-// under the next tile's mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without taking less time:
-// a block's k-blocks take as long at 96 or 128 columns (NOTES.md, "Tile widths and pairs").
+// under the next tile's mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without
+// taking less time: a block's k-blocks take as long at 96 or 128 columns (NOTES.md, "Tile widths and
+// pairs").
 int tile_width(const BmmProblem& p, int64_t sms) {
   const int64_t tiles_m = (p.m + 127) / 128;
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
@@ -133,25 +147,10 @@ const char* store_name(const BmmProblem& p) {
   }
 }
 
-const char* tile(const BmmProblem& p) {
-  switch (plan(p).bn) {
-    case 256: return "128x256";
-    case 192: return "128x192";
-    case 160: return "128x160";
-    case 112: return "128x112";
-    case 96: return "128x96";
-    default: return "128x128";
-  }
-}
-
-bool is_tile_width(int width) {
-  for (const int w : {96, 112, 128, 160, 192, 256})
-    if (width == w) return true;
-  return false;
-}
+const char* tile(const BmmProblem& p) { return tile_named(plan(p).bn)->name; }
 
 void bmm(const BmmProblem& p, int width) {
-  TORCH_INTERNAL_ASSERT(width == 0 || is_tile_width(width), "hopper::bmm: no ", width, "-wide tiles");
+  TORCH_INTERNAL_ASSERT(width == 0 || tile_named(width), "hopper::bmm: no ", width, "-wide tiles");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
   const Plan chosen = plan(p, width);
   const int bn = chosen.bn, grid = chosen.grid;
