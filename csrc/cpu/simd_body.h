@@ -726,6 +726,26 @@ template <class V, class Op> inline elem_t<V> hreduce(V v, Op op) {
 inline constexpr auto kPlus = [](auto a, auto b) { return a + b; };
 inline constexpr auto kLarger = [](auto a, auto b) { return a > b ? a : b; };  // never a NaN over a number
 inline constexpr auto kSmaller = [](auto a, auto b) { return a < b ? a : b; };
+inline constexpr auto kEither = [](auto a, auto b) { return a | b; };
+
+// Keeps a loaded vector in its register for every later use: GCC otherwise loads a value that two
+// instructions use twice (as a memory operand of each), and in a loop that streams from L3 or memory
+// the extra loads cost time (the max / min rows below).
+template <class V> [[gnu::always_inline]] inline void keep_in_register(V& v) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  asm("" : "+x"(v));
+#endif
+}
+
+// The lanes (all ones) where a or b is NaN: one unordered compare on the x86 sets' 32-byte vectors
+// (GCC does not fold `(a != a) | (b != b)` into one), two compares and an OR elsewhere.
+template <class V> [[gnu::always_inline]] inline auto either_nan(V a, V b) {
+  using M = decltype(a != b);
+#if defined(TILES_ISA_TARGET)
+  if constexpr (sizeof(V) == 32) return (M)_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q);
+#endif
+  return (a != a) | (b != b);
+}
 
 // n < B / 4 elements at p as B bytes of float lanes, the other lanes `fill`.
 template <int B, class S> inline typename Vec<B>::f load_partial(const S* p, int64_t n, S fill) {
@@ -845,36 +865,39 @@ template <ReduceFn F, class S, class A>
     return acc;
   } else {  // max / min in float lanes (float32 and the half types; float64 takes the branch above)
     // Exact in any order, so the lanes take plain compares (a NaN never wins one, so no lane holds
-    // one) and whether any element was NaN is kept apart: the largest |x| bit pattern seen, since
-    // every NaN's lies above infinity's. One compare and two integer ops per vector instead of vmax's
-    // NaN-propagating blends. The tail is padded with the row's last element, which changes neither.
-    // float32 streams at the row sums' width (256 bits on AVX-512 sets), the half types at full width.
+    // one) and whether any element was NaN is kept apart: lanes set by unordered compares of pairs of
+    // loads, half an instruction a vector. A streaming loop from L3 or memory runs as fast as the
+    // loads its instructions let the core keep in flight: the |x| bit patterns' integer max that this
+    // replaced, two instructions a vector, cost 6% of 2048 x 4096's time (NOTES.md, CPU kernels). The
+    // tail is padded with the row's last element, which changes neither. float32 streams at the row
+    // sums' width (256 bits on AVX-512 sets), the half types at full width.
     static_assert(std::is_same_v<A, float>);
     constexpr int B = kRowSumBytes<S>, W = B / 4;
     using V = typename Vec<B>::f;
-    using M = typename Vec<B>::i;
     const auto pick = [](auto a, auto b) { return F == ReduceFn::Max ? kLarger(a, b) : kSmaller(a, b); };
-    constexpr int32_t kAbs = 0x7fffffff;  // all bits but the sign
-    constexpr int32_t kInf = 0x7f800000;
     auto load = [&](int64_t k) { return load_floats<B>(p + k); };
     if (n >= W) {
       V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
-      M nan = M{};
-      auto take = [&](V& v, V x) {
-        v = pick(x, v);
-        nan = kLarger((M)x & kAbs, nan);
-      };
+      decltype(either_nan(v0, v0)) nan{};  // the lanes that have seen a NaN
       int64_t j = 0;
       for (; j + 4 * W <= n; j += 4 * W) {
-        take(v0, load(j));
-        take(v1, load(j + W));
-        take(v2, load(j + 2 * W));
-        take(v3, load(j + 3 * W));
+        V x0 = load(j), x1 = load(j + W), x2 = load(j + 2 * W), x3 = load(j + 3 * W);
+        keep_in_register(x0), keep_in_register(x1), keep_in_register(x2), keep_in_register(x3);
+        v0 = pick(x0, v0), v1 = pick(x1, v1), v2 = pick(x2, v2), v3 = pick(x3, v3);
+        nan |= either_nan(x0, x1) | either_nan(x2, x3);
       }
-      for (; j + W <= n; j += W) take(v0, load(j));
-      if (j < n) take(v1, load_partial<B>(p + j, n - j, p[n - 1]));
+      for (; j + W <= n; j += W) {
+        const V x = load(j);
+        v0 = pick(x, v0);
+        nan |= either_nan(x, x);
+      }
+      if (j < n) {
+        const V x = load_partial<B>(p + j, n - j, p[n - 1]);
+        v1 = pick(x, v1);
+        nan |= either_nan(x, x);
+      }
       acc = R::combine(acc, hreduce(pick(pick(v0, v1), pick(v2, v3)), pick));
-      return hreduce(nan, kLarger) > kInf ? std::numeric_limits<A>::quiet_NaN() : acc;
+      return hreduce(nan, kEither) != 0 ? std::numeric_limits<A>::quiet_NaN() : acc;
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, A(p[j]));
     return acc;
