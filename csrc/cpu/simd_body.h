@@ -53,9 +53,13 @@ inline uint16_t bf16_bits(float f) {  // c10::BFloat16's round to nearest even, 
 }
 
 // Lane-wise widening conversions (float -> double, uint16 -> uint32). GCC 12 lowers a 512-bit one as
-// two 256-bit conversions and an insert, a large part of a bf16 loop; AVX-512's one instruction is
-// written out.
+// two 256-bit conversions and an insert, a large part of a bf16 loop, and four floats to four doubles
+// as two 2-lane conversions and an insert (five instructions in the row sums' widening, where one
+// vcvtps2pd does it); the x86 sets' single instructions are written out.
 template <class To, class From> inline To widen(From v) {
+#if defined(TILES_ISA_TARGET)
+  if constexpr (sizeof(To) == 32 && std::is_same_v<elem_t<To>, double>) return (To)_mm256_cvtps_pd((__m128)v);
+#endif
 #if TILES_VEC_BYTES == 64
   // (The maskz forms with every lane set are the same instructions; the plain ones' undefined
   // pass-through trips GCC 12's -Wmaybe-uninitialized.)
@@ -787,64 +791,132 @@ template <int B> inline FloatPair<B> load_bf16_pair(const c10::BFloat16* p) {
 // loop, take the full width.
 template <class S> constexpr int kRowSumBytes = std::is_same_v<S, float> && kBytes > 32 ? 32 : kBytes;
 
+// The accumulator type of fn F over storage S: double for sums, means and products, else the op-math type.
+template <ReduceFn F, class S> using acc_t = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+// Whether F over S reduces in float lanes (float sums and means, max and min of float32 and the half
+// types): those loops take rows two at a time (reduce_float_lanes).
+template <ReduceFn F, class S> constexpr bool kFloatLanes = kFloatSum<F, S> || std::is_same_v<acc_t<F, S>, float>;
+
+// The reduction of the float-lane fns over n unit-stride elements of each of kRows rows (1 or 2) into
+// acc[r], each row in the same order whatever kRows is (the lane order depends only on n). Two rows go
+// in step, their loads interleaved: two streams a row apart read 12-15% faster from memory than one
+// (AVX2 host, 2048 x 4096 float32 sums; NOTES.md, CPU kernels), and each row's arithmetic, so its
+// bits, are those of a row alone.
+template <ReduceFn F, int kRows, class S, class A>
+[[gnu::always_inline]] inline void reduce_float_lanes(const S* const* p, int64_t n, A* acc) {
+  using R = Reducer<F, A>;
+  static_assert(kFloatLanes<F, S> && (kRows == 1 || kRows == 2));
+  constexpr int B = kRowSumBytes<S>, W = B / 4;
+  using VF = typename Vec<B>::f;
+  auto load = [&](int r, int64_t k) { return load_floats<B>(p[r] + k); };
+  if (n < W) {
+    for (int r = 0; r < kRows; ++r)
+      for (int64_t j = 0; j < n; ++j) acc[r] = R::combine(acc[r], A(opmath_t<S>(p[r][j])));
+    return;
+  }
+  if constexpr (kFloatSum<F, S>) {
+    // Sum / mean: blocks of 32 vectors summed in float by 4 accumulators that read memory in order
+    // (each lane's partial of 32 values carries at most 9 roundings, 9 ulps of the sum of their
+    // magnitudes), then widened into double accumulators: a conversion per 32 loads, and far inside
+    // the float32 tolerance. In order, because a pairwise tree's loads, which the compiler reorders,
+    // streamed slower from DRAM (NOTES.md, CPU kernels). Then 8 vectors pairwise, and the last few
+    // vectors with the zero-padded tail in one float sum, widened once.
+    using VD = typename Vec<B>::d;
+    VD lo[kRows], hi[kRows];
+    for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = splat<VD>(0.0);
+    // Elements k .. k + 2W as two vectors: bf16 from one full-width load (load_bf16_pair's lane order).
+    auto load2 = [&](int r, int64_t k) {
+      if constexpr (std::is_same_v<S, c10::BFloat16>) return load_bf16_pair<B>(p[r] + k);
+      else return FloatPair<B>{load(r, k), load(r, k + W)};
+    };
+    int64_t j = 0;
+    for (; j + 32 * W <= n; j += 32 * W) {
+      VF a0[kRows], a1[kRows], a2[kRows], a3[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        const auto [b0, b1] = load2(r, j);
+        const auto [b2, b3] = load2(r, j + 2 * W);
+        a0[r] = b0, a1[r] = b1, a2[r] = b2, a3[r] = b3;
+      }
+#pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
+      for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
+        for (int r = 0; r < kRows; ++r) {
+          const auto [b0, b1] = load2(r, k);
+          const auto [b2, b3] = load2(r, k + 2 * W);
+          a0[r] += b0, a1[r] += b1, a2[r] += b2, a3[r] += b3;
+        }
+      }
+      for (int r = 0; r < kRows; ++r) add_widened(lo[r], hi[r], (a0[r] + a1[r]) + (a2[r] + a3[r]));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      int64_t i = j;
+      for (; i + 8 * W <= n; i += 8 * W) {
+        VF v[8];
+        for (int u = 0; u < 4; ++u) {
+          const FloatPair<B> q = load2(r, i + 2 * u * W);
+          v[2 * u] = q.lo, v[2 * u + 1] = q.hi;
+        }
+        add_widened(lo[r], hi[r], ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
+      }
+      if (i < n) {  // at most 7 vectors and a tail: at most 8 roundings in float
+        VF t = splat<VF>(0.0f);
+        for (; i + W <= n; i += W) t += load(r, i);
+        if (i < n) t += load_partial<B>(p[r] + i, n - i, S(0));
+        add_widened(lo[r], hi[r], t);
+      }
+      // (A float block can overflow where the double sum would not: the callers sum again in double
+      // the outputs that come out inf or NaN, summed_again_in_double.)
+      acc[r] = R::combine(acc[r], hreduce(lo[r] + hi[r], kPlus));
+    }
+  } else {
+    // Max / min: exact in any order, so the lanes take plain compares (a NaN never wins one, so no
+    // lane holds one) and whether any element was NaN is kept apart: lanes set by unordered compares
+    // of pairs of loads, half an instruction a vector. A loop that streams from L3 or memory runs as
+    // fast as the loads its instructions let the core keep in flight: the |x| bit patterns' integer
+    // max that this replaced, two instructions a vector, cost 6% of 2048 x 4096's time (NOTES.md, CPU
+    // kernels). The tail is padded with the row's last element, which changes neither.
+    const auto pick = [](auto a, auto b) { return F == ReduceFn::Max ? kLarger(a, b) : kSmaller(a, b); };
+    VF v0[kRows], v1[kRows], v2[kRows], v3[kRows];
+    using Lanes = decltype(either_nan(v0[0], v0[0]));
+    Lanes nan[kRows];  // the lanes that have seen a NaN
+    for (int r = 0; r < kRows; ++r) v0[r] = v1[r] = v2[r] = v3[r] = splat<VF>(R::identity()), nan[r] = Lanes{};
+    int64_t j = 0;
+    for (; j + 4 * W <= n; j += 4 * W) {
+      for (int r = 0; r < kRows; ++r) {
+        VF x0 = load(r, j), x1 = load(r, j + W), x2 = load(r, j + 2 * W), x3 = load(r, j + 3 * W);
+        keep_in_register(x0), keep_in_register(x1), keep_in_register(x2), keep_in_register(x3);
+        v0[r] = pick(x0, v0[r]), v1[r] = pick(x1, v1[r]), v2[r] = pick(x2, v2[r]), v3[r] = pick(x3, v3[r]);
+        nan[r] |= either_nan(x0, x1) | either_nan(x2, x3);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      int64_t i = j;
+      for (; i + W <= n; i += W) {
+        const VF x = load(r, i);
+        v0[r] = pick(x, v0[r]);
+        nan[r] |= either_nan(x, x);
+      }
+      if (i < n) {
+        const VF x = load_partial<B>(p[r] + i, n - i, p[r][n - 1]);
+        v1[r] = pick(x, v1[r]);
+        nan[r] |= either_nan(x, x);
+      }
+      acc[r] = R::combine(acc[r], hreduce(pick(pick(v0[r], v1[r]), pick(v2[r], v3[r])), pick));
+      if (hreduce(nan[r], kEither) != 0) acc[r] = std::numeric_limits<A>::quiet_NaN();
+    }
+  }
+}
+
 // The reduction of n unit-stride elements into the running value `acc` (of type A), with 4 vector
 // accumulators; the lane order depends only on n. Inlined into the row loops, so that the short rows'
 // horizontal steps of one row overlap the loads of the next.
 template <ReduceFn F, class S, class A>
 [[gnu::always_inline]] inline A reduce_unit(const S* p, int64_t n, A acc) {
   using R = Reducer<F, A>;
-  if constexpr (kFloatSum<F, S>) {
-    // Sum / mean of float lanes: blocks of 32 vectors summed in float by 4 accumulators that read
-    // memory in order (each lane's partial of 32 values carries at most 9 roundings, 9 ulps of the sum
-    // of their magnitudes), then widened into double accumulators: a conversion per 32 loads, and far
-    // inside the float32 tolerance. In order, because a pairwise tree's loads, which the compiler
-    // reorders, streamed slower from DRAM (NOTES.md, CPU kernels). Then 8 vectors pairwise, and the
-    // last few vectors with the zero-padded tail in one float sum, widened once.
-    constexpr int B = kRowSumBytes<S>, W = B / 4;
-    using VF = typename Vec<B>::f;
-    using VD = typename Vec<B>::d;
-    if (n >= W) {
-      VD lo = splat<VD>(0.0), hi = lo;
-      auto widen_add = [&](VF s) { add_widened(lo, hi, s); };
-      auto load = [&](int64_t k) { return load_floats<B>(p + k); };
-      // Elements k .. k + 2W as two vectors: bf16 from one full-width load (load_bf16_pair's lane order).
-      auto load2 = [&](int64_t k) {
-        if constexpr (std::is_same_v<S, c10::BFloat16>) return load_bf16_pair<B>(p + k);
-        else return FloatPair<B>{load(k), load(k + W)};
-      };
-      int64_t j = 0;
-      for (; j + 32 * W <= n; j += 32 * W) {
-        auto [a0, a1] = load2(j);
-        auto [a2, a3] = load2(j + 2 * W);
-#pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
-        for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
-          const auto [b0, b1] = load2(k);
-          const auto [b2, b3] = load2(k + 2 * W);
-          a0 += b0, a1 += b1, a2 += b2, a3 += b3;
-        }
-        widen_add((a0 + a1) + (a2 + a3));
-      }
-      for (; j + 8 * W <= n; j += 8 * W) {
-        VF v[8];
-        for (int u = 0; u < 4; ++u) {
-          const FloatPair<B> q = load2(j + 2 * u * W);
-          v[2 * u] = q.lo, v[2 * u + 1] = q.hi;
-        }
-        widen_add(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
-      }
-      if (j < n) {  // at most 7 vectors and a tail: at most 8 roundings in float
-        VF s = splat<VF>(0.0f);
-        for (; j + W <= n; j += W) s += load(j);
-        if (j < n) s += load_partial<B>(p + j, n - j, S(0));
-        widen_add(s);
-      }
-      // (A float block can overflow where the double sum would not: the callers sum again in double
-      // the outputs that come out inf or NaN, summed_again_in_double.)
-      return R::combine(acc, hreduce(lo + hi, kPlus));
-    }
-    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
+  if constexpr (kFloatLanes<F, S>) {
+    reduce_float_lanes<F, 1>(&p, n, &acc);
     return acc;
-  } else if constexpr (std::is_same_v<A, double>) {
+  } else {
+    static_assert(std::is_same_v<A, double>);
     constexpr int W = lanes<double>;
     if (n >= W) {
       vd v0 = splat<vd>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
@@ -862,44 +934,6 @@ template <ReduceFn F, class S, class A>
       n -= j;
     }
     for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, double(opmath_t<S>(p[j])));
-    return acc;
-  } else {  // max / min in float lanes (float32 and the half types; float64 takes the branch above)
-    // Exact in any order, so the lanes take plain compares (a NaN never wins one, so no lane holds
-    // one) and whether any element was NaN is kept apart: lanes set by unordered compares of pairs of
-    // loads, half an instruction a vector. A streaming loop from L3 or memory runs as fast as the
-    // loads its instructions let the core keep in flight: the |x| bit patterns' integer max that this
-    // replaced, two instructions a vector, cost 6% of 2048 x 4096's time (NOTES.md, CPU kernels). The
-    // tail is padded with the row's last element, which changes neither. float32 streams at the row
-    // sums' width (256 bits on AVX-512 sets), the half types at full width.
-    static_assert(std::is_same_v<A, float>);
-    constexpr int B = kRowSumBytes<S>, W = B / 4;
-    using V = typename Vec<B>::f;
-    const auto pick = [](auto a, auto b) { return F == ReduceFn::Max ? kLarger(a, b) : kSmaller(a, b); };
-    auto load = [&](int64_t k) { return load_floats<B>(p + k); };
-    if (n >= W) {
-      V v0 = splat<V>(R::identity()), v1 = v0, v2 = v0, v3 = v0;
-      decltype(either_nan(v0, v0)) nan{};  // the lanes that have seen a NaN
-      int64_t j = 0;
-      for (; j + 4 * W <= n; j += 4 * W) {
-        V x0 = load(j), x1 = load(j + W), x2 = load(j + 2 * W), x3 = load(j + 3 * W);
-        keep_in_register(x0), keep_in_register(x1), keep_in_register(x2), keep_in_register(x3);
-        v0 = pick(x0, v0), v1 = pick(x1, v1), v2 = pick(x2, v2), v3 = pick(x3, v3);
-        nan |= either_nan(x0, x1) | either_nan(x2, x3);
-      }
-      for (; j + W <= n; j += W) {
-        const V x = load(j);
-        v0 = pick(x, v0);
-        nan |= either_nan(x, x);
-      }
-      if (j < n) {
-        const V x = load_partial<B>(p + j, n - j, p[n - 1]);
-        v1 = pick(x, v1);
-        nan |= either_nan(x, x);
-      }
-      acc = R::combine(acc, hreduce(pick(pick(v0, v1), pick(v2, v3)), pick));
-      return hreduce(nan, kEither) != 0 ? std::numeric_limits<A>::quiet_NaN() : acc;
-    }
-    for (int64_t j = 0; j < n; ++j) acc = R::combine(acc, A(p[j]));
     return acc;
   }
 }
@@ -931,7 +965,7 @@ double summed_again_in_double(double result, Walk&& walk) {
 
 template <ReduceFn F, class S>
 double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64_t end) {
-  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using A = acc_t<F, S>;
   using R = Reducer<F, A>;
   const S* x = static_cast<const S*>(r.x) + base;
   A acc = R::identity();
@@ -959,12 +993,25 @@ double reduce_span_typed(const ReduceArgs& r, int64_t base, int64_t begin, int64
 template <ReduceFn F, class S>
 void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int64_t begin, int64_t end, int64_t n,
                        double* result) {
-  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using A = acc_t<F, S>;
   using R = Reducer<F, A>;
   const S* x = static_cast<const S*>(r.x);
   for_each_run(outer, begin, end, [&](int64_t o, auto off, int64_t count, auto step) {
-    for (int64_t j = 0; j < count; ++j)
-      result[o - begin + j] = double(reduce_unit<F>(x + off[0] + j * step[0], n, R::identity()));
+    int64_t j = 0;
+    if constexpr (kFloatSum<F, S>) {
+      // Float sums of rows of 2048 elements or more take two rows in step: the same bits as one at a
+      // time, read 4-14% faster (AVX2 host, float32; NOTES.md, CPU kernels). Shorter rows stay one at a
+      // time: 1024-element rows read 2-7% slower in pairs and 64-element ones 10-20%. Max / min stay
+      // one at a time too: GCC keeps their paired accumulators on the stack (a store each a vector).
+      for (; n >= 2048 && j + 2 <= count; j += 2) {
+        const S* rows[2] = {x + off[0] + j * step[0], x + off[0] + (j + 1) * step[0]};
+        A acc[2] = {R::identity(), R::identity()};
+        reduce_float_lanes<F, 2>(rows, n, acc);
+        result[o - begin + j] = double(acc[0]);
+        result[o - begin + j + 1] = double(acc[1]);
+      }
+    }
+    for (; j < count; ++j) result[o - begin + j] = double(reduce_unit<F>(x + off[0] + j * step[0], n, R::identity()));
   });
   if constexpr (kFloatSum<F, S>) {
     if (!any_non_finite(result, end - begin)) return;  // one pass over the results, out of the row loop
@@ -987,7 +1034,7 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
 template <ReduceFn F, class S>
 void reduce_cols_typed(const ReduceArgs& r, int64_t base, int64_t cols, int64_t begin, int64_t end,
                        double* partial) {
-  using A = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
+  using A = acc_t<F, S>;
   using R = Reducer<F, A>;
   constexpr int W = lanes<double>;
   // Float sums widen a float vector (two double vectors) at a time; the others go a double vector at a time.
