@@ -794,14 +794,15 @@ template <class S> constexpr int kRowSumBytes = std::is_same_v<S, float> && kByt
 // The accumulator type of fn F over storage S: double for sums, means and products, else the op-math type.
 template <ReduceFn F, class S> using acc_t = std::conditional_t<kDoubleAcc<F>, double, opmath_t<S>>;
 // Whether F over S reduces in float lanes (float sums and means, max and min of float32 and the half
-// types): those loops take rows two at a time (reduce_float_lanes).
+// types): reduce_float_lanes, which can take two rows at a time.
 template <ReduceFn F, class S> constexpr bool kFloatLanes = kFloatSum<F, S> || std::is_same_v<acc_t<F, S>, float>;
 
 // The reduction of the float-lane fns over n unit-stride elements of each of kRows rows (1 or 2) into
 // acc[r], each row in the same order whatever kRows is (the lane order depends only on n). Two rows go
 // in step, their loads interleaved: two streams a row apart read 12-15% faster from memory than one
 // (AVX2 host, 2048 x 4096 float32 sums; NOTES.md, CPU kernels), and each row's arithmetic, so its
-// bits, are those of a row alone.
+// bits, are those of a row alone. reduce_rows_typed pairs the long rows of float sums only (max / min's
+// paired accumulators went to the stack).
 template <ReduceFn F, int kRows, class S, class A>
 [[gnu::always_inline]] inline void reduce_float_lanes(const S* const* p, int64_t n, A* acc) {
   using R = Reducer<F, A>;
