@@ -801,8 +801,9 @@ template <ReduceFn F, class S> constexpr bool kFloatLanes = kFloatSum<F, S> || s
 // acc[r], each row in the same order whatever kRows is (the lane order depends only on n). Two rows go
 // in step, their loads interleaved: two streams a row apart read 12-15% faster from memory than one
 // (AVX2 host, 2048 x 4096 float32 sums; NOTES.md, CPU kernels), and each row's arithmetic, so its
-// bits, are those of a row alone. reduce_rows_typed pairs the long rows of float sums only (max / min's
-// paired accumulators went to the stack).
+// bits, are those of a row alone (reduce_rows_typed pairs the long rows). The loops over r are
+// unrolled so that each row's accumulators are registers: rolled, GCC kept max's in memory, a store a
+// vector.
 template <ReduceFn F, int kRows, class S, class A>
 [[gnu::always_inline]] inline void reduce_float_lanes(const S* const* p, int64_t n, A* acc) {
   using R = Reducer<F, A>;
@@ -811,6 +812,7 @@ template <ReduceFn F, int kRows, class S, class A>
   using VF = typename Vec<B>::f;
   auto load = [&](int r, int64_t k) { return load_floats<B>(p[r] + k); };
   if (n < W) {
+#pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r)
       for (int64_t j = 0; j < n; ++j) acc[r] = R::combine(acc[r], A(opmath_t<S>(p[r][j])));
     return;
@@ -824,6 +826,7 @@ template <ReduceFn F, int kRows, class S, class A>
     // vectors with the zero-padded tail in one float sum, widened once.
     using VD = typename Vec<B>::d;
     VD lo[kRows], hi[kRows];
+#pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = splat<VD>(0.0);
     // Elements k .. k + 2W as two vectors: bf16 from one full-width load (load_bf16_pair's lane order).
     auto load2 = [&](int r, int64_t k) {
@@ -833,6 +836,7 @@ template <ReduceFn F, int kRows, class S, class A>
     int64_t j = 0;
     for (; j + 32 * W <= n; j += 32 * W) {
       VF a0[kRows], a1[kRows], a2[kRows], a3[kRows];
+#pragma GCC unroll 2
       for (int r = 0; r < kRows; ++r) {
         const auto [b0, b1] = load2(r, j);
         const auto [b2, b3] = load2(r, j + 2 * W);
@@ -840,14 +844,17 @@ template <ReduceFn F, int kRows, class S, class A>
       }
 #pragma GCC unroll 1  // unrolled, the compiler interleaves the loads out of order
       for (int64_t k = j + 4 * W; k < j + 32 * W; k += 4 * W) {
+#pragma GCC unroll 2
         for (int r = 0; r < kRows; ++r) {
           const auto [b0, b1] = load2(r, k);
           const auto [b2, b3] = load2(r, k + 2 * W);
           a0[r] += b0, a1[r] += b1, a2[r] += b2, a3[r] += b3;
         }
       }
+#pragma GCC unroll 2
       for (int r = 0; r < kRows; ++r) add_widened(lo[r], hi[r], (a0[r] + a1[r]) + (a2[r] + a3[r]));
     }
+#pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r) {
       int64_t i = j;
       for (; i + 8 * W <= n; i += 8 * W) {
@@ -879,9 +886,11 @@ template <ReduceFn F, int kRows, class S, class A>
     VF v0[kRows], v1[kRows], v2[kRows], v3[kRows];
     using Lanes = decltype(either_nan(v0[0], v0[0]));
     Lanes nan[kRows];  // the lanes that have seen a NaN
+#pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r) v0[r] = v1[r] = v2[r] = v3[r] = splat<VF>(R::identity()), nan[r] = Lanes{};
     int64_t j = 0;
     for (; j + 4 * W <= n; j += 4 * W) {
+#pragma GCC unroll 2
       for (int r = 0; r < kRows; ++r) {
         VF x0 = load(r, j), x1 = load(r, j + W), x2 = load(r, j + 2 * W), x3 = load(r, j + 3 * W);
         keep_in_register(x0), keep_in_register(x1), keep_in_register(x2), keep_in_register(x3);
@@ -889,6 +898,7 @@ template <ReduceFn F, int kRows, class S, class A>
         nan[r] |= either_nan(x0, x1) | either_nan(x2, x3);
       }
     }
+#pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r) {
       int64_t i = j;
       for (; i + W <= n; i += W) {
@@ -999,11 +1009,10 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
   const S* x = static_cast<const S*>(r.x);
   for_each_run(outer, begin, end, [&](int64_t o, auto off, int64_t count, auto step) {
     int64_t j = 0;
-    if constexpr (kFloatSum<F, S>) {
-      // Float sums of rows of 2048 elements or more take two rows in step: the same bits as one at a
-      // time, read 4-14% faster (AVX2 host, float32; NOTES.md, CPU kernels). Shorter rows stay one at a
-      // time: 1024-element rows read 2-7% slower in pairs and 64-element ones 10-20%. Max / min stay
-      // one at a time too: GCC keeps their paired accumulators on the stack (a store each a vector).
+    if constexpr (kFloatLanes<F, S>) {
+      // Rows of 2048 elements or more go two in step: the same bits as one at a time, read 4-14% faster
+      // (AVX2 host, float32 sums and max; NOTES.md, CPU kernels). Shorter rows stay one at a time:
+      // 1024-element rows read 2-7% slower in pairs and 64-element ones 10-20%.
       for (; n >= 2048 && j + 2 <= count; j += 2) {
         const S* rows[2] = {x + off[0] + j * step[0], x + off[0] + (j + 1) * step[0]};
         A acc[2] = {R::identity(), R::identity()};
