@@ -394,6 +394,53 @@ def test_hopper_narrow_widths_split_k_and_narrow_n(width, layouts):
         assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, f"hopper-{width}"))
 
 
+# Paired blocks by name (clusters of two over adjacent tiles, each block loading half of the operand
+# they share into both; bmm/hopper_kernel.cuh `Pair`), in every layout: " pair-b" pairs tile rows 2i and
+# 2i + 1, " pair-a" tile columns 2j and 2j + 1. 3 x 520 has five tile rows (the last pair's second tile
+# lies past M); N = 1000, 1100 and 1154 give an odd number of tile columns at each width (a pair's
+# second tile past N) and edge tiles in N and K; at 96 columns blocks walk several pairs.
+PAIRED_WIDTHS = [96, 128, 192]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("pair", ["pair-b", "pair-a"])
+@pytest.mark.parametrize("width", PAIRED_WIDTHS)
+def test_hopper_pairs_by_name(width, pair, layouts):
+    hopper_expected()
+    path = f"hopper-{width} {pair}"
+    for n in (1000, 1100, 1154):
+        a, b = operands(layouts, 3, 520, n, 200, torch.bfloat16)
+        assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=f"{path} N={n}")
+
+
+# Pairs with split-K (one tile row or column: every pair's second block computes a tile past the
+# output), a batch-broadcast a, and many small batch entries (blocks walking many pairs).
+@requires_cuda
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("row", "col-sliced")],
+                         ids=["row-row", "col-col", "row-col-sliced"])
+@pytest.mark.parametrize("shape", [(1, 128, 128, 8192), (2, 200, 131, 4100), (44, 250, 264, 72)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("pair", ["pair-b", "pair-a"])
+def test_hopper_pairs_split_k_and_broadcast(pair, shape, layouts):
+    hopper_expected()
+    batch, m, n, k = shape
+    path = f"hopper-128 {pair}"
+    a, b = operands(layouts, batch, m, n, k, torch.bfloat16)
+    out = poisoned_on_path(a, b, path)
+    assert_bmm_close(out, a, b, msg=path)
+    assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))  # the same bits every run
+    assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
+
+
+@requires_cuda
+def test_hopper_pairs_reject_float16():
+    hopper_expected()
+    a = make_tensor((2, 64, 64), torch.float16, "cuda")
+    with pytest.raises(RuntimeError, match="built for bfloat16 only"):
+        torch.ops.tiles._bmm_on_path(a, a, "hopper-128 pair-b")
+
+
 @requires_cuda
 def test_hopper_tile_width_by_name_rejects_float32():
     hopper_expected()

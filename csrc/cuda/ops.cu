@@ -88,18 +88,23 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 
 // The paths _bmm_on_path takes by name: a kernel, and for some a forced tile size (0: the kernel picks).
 // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise;
-// "hopper-<width>" the 16-bit one with tiles of that many columns.
+// "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
+// its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192).
 struct NamedPath {
   c10::string_view name;
   Path kernel;
   int tile;
   bool may_split = true;  // the mma kernel's split-K; "whole-k" walks K on one block per tile
+  int pair = 0;           // the 16-bit Hopper kernel's blocks: 0 alone, 1 pairs sharing b, 2 sharing a
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-96", Path::hopper, 96},
     {"hopper-112", Path::hopper, 112},     {"hopper-128", Path::hopper, 128},
     {"hopper-160", Path::hopper, 160},     {"hopper-192", Path::hopper, 192},
-    {"hopper-256", Path::hopper, 256},     {"mma", Path::mma, 0},
+    {"hopper-256", Path::hopper, 256},     {"hopper-96 pair-b", Path::hopper, 96, true, 1},
+    {"hopper-96 pair-a", Path::hopper, 96, true, 2},   {"hopper-128 pair-b", Path::hopper, 128, true, 1},
+    {"hopper-128 pair-a", Path::hopper, 128, true, 2}, {"hopper-192 pair-b", Path::hopper, 192, true, 1},
+    {"hopper-192 pair-a", Path::hopper, 192, true, 2}, {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
     {"thin", Path::thin, 0},               {"general", Path::general, 0},
@@ -111,7 +116,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   const NamedPath* named = std::find_if(std::begin(kNamedPaths), std::end(kNamedPaths),
                                         [&](const NamedPath& n) { return n.name == path; });
   TILES_CHECK(named != std::end(kNamedPaths),
-              "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), 'mma', "
+              "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), "
+              "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'mma', "
               "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'general', 'general-32' or "
               "'general-64', got '", std::string(path), "'");
   const char* why = "";
@@ -120,6 +126,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
     case Path::hopper:
       TILES_CHECK(!tf32 || named->tile == 0, "tiles::_bmm_on_path: '", std::string(path),
                   "' forces the bfloat16 / float16 kernel's tile width; float32 takes 'hopper'");
+      TILES_CHECK(named->pair == 0 || p.out.scalar_type() == at::kBFloat16, "tiles::_bmm_on_path: '",
+                  std::string(path), "' is built for bfloat16 only");
       TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
                   "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);
       break;
@@ -134,7 +142,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   }
   if (p.out.numel() == 0) return p.out;
   switch (named->kernel) {
-    case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile); break;
+    case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile, named->pair); break;
     case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
     case Path::thin: thin::bmm(p); break;
     default: general::bmm(p, named->tile);

@@ -12,6 +12,13 @@ namespace tiles::cuda::hopper {
 template <class T, int BN, bool kTransA, bool kTransB>
 void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
             const GemmShape& shape, int grid);
+template <class T, int BN, bool kTransA, bool kTransB>
+void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                 const GemmShape& shape, int grid, Pair pair);
+
+// The widths whose paired kernels are built (instances/bmm_hopper_*_pairs.cu).
+template <class T, int BN>
+constexpr bool kHasPairs = std::is_same_v<T, __nv_bfloat16> && (BN == 96 || BN == 128 || BN == 192);
 
 namespace {
 
@@ -19,7 +26,16 @@ constexpr int kBox = 64;  // elements per 128-byte swizzled row of a TMA box
 
 template <class T, int BN>
 void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
-                    const GemmShape& s, int grid) {
+                    const GemmShape& s, int grid, Pair pair) {
+  if (pair != Pair::none) {
+    if constexpr (kHasPairs<T, BN>) {
+      if (ta && tb) return launch_pair<T, BN, true, true>(ma, mb, mc, c, s, grid, pair);
+      if (ta) return launch_pair<T, BN, true, false>(ma, mb, mc, c, s, grid, pair);
+      if (tb) return launch_pair<T, BN, false, true>(ma, mb, mc, c, s, grid, pair);
+      return launch_pair<T, BN, false, false>(ma, mb, mc, c, s, grid, pair);
+    }
+    TORCH_CHECK(false, "tiles::bmm: no paired Hopper kernel for ", BN, "-wide tiles of this dtype");
+  }
   if (ta && tb) return launch<T, BN, true, true>(ma, mb, mc, c, s, grid);
   if (ta) return launch<T, BN, true, false>(ma, mb, mc, c, s, grid);
   if (tb) return launch<T, BN, false, true>(ma, mb, mc, c, s, grid);
@@ -28,14 +44,14 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
 
 template <class T>
 void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
-                  const GemmShape& s, int grid, int bn) {
+                  const GemmShape& s, int grid, int bn, Pair pair) {
   switch (bn) {
-    case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid);
-    case 192: return launch_layouts<T, 192>(ma, mb, mc, ta, tb, c, s, grid);
-    case 160: return launch_layouts<T, 160>(ma, mb, mc, ta, tb, c, s, grid);
-    case 112: return launch_layouts<T, 112>(ma, mb, mc, ta, tb, c, s, grid);
-    case 96: return launch_layouts<T, 96>(ma, mb, mc, ta, tb, c, s, grid);
-    default: return launch_layouts<T, 128>(ma, mb, mc, ta, tb, c, s, grid);
+    case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    case 192: return launch_layouts<T, 192>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    case 160: return launch_layouts<T, 160>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    case 112: return launch_layouts<T, 112>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    case 96: return launch_layouts<T, 96>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    default: return launch_layouts<T, 128>(ma, mb, mc, ta, tb, c, s, grid, pair);
   }
 }
 
@@ -91,6 +107,7 @@ struct Plan {
   int grid;
   OperandLayout out;  // the output as TMA sees it (out.ok: TMA can address it)
   Store store;
+  Pair pair;
 };
 
 // Tile width: the narrowest that takes no more waves over the SMs than 256-wide tiles. A narrower tile
@@ -112,10 +129,12 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
-Plan plan(const BmmProblem& p, int forced_width = 0) {
+// Pairs (hopper_kernel.cuh Pair): by name only, pending measurements.
+Plan plan(const BmmProblem& p, int forced_width = 0, Pair forced_pair = Pair::none) {
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   const int bn = forced_width ? forced_width : tile_width(p, sms);
+  const Pair pair = forced_pair;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
@@ -133,8 +152,12 @@ Plan plan(const BmmProblem& p, int forced_width = 0) {
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
-  const int grid = int(std::min<int64_t>(tiles * splits, sms));
-  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store};
+  // Paired blocks walk pairs of tiles, two blocks to a pair.
+  const int per = pair == Pair::none ? 1 : 2;
+  const int64_t walked = p.batch * (pair == Pair::share_b ? (tiles_m + 1) / 2 : tiles_m) *
+                         (pair == Pair::share_a ? (tiles_n + 1) / 2 : tiles_n);
+  const int grid = per * int(std::min<int64_t>(walked * splits, sms / per));
+  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store, pair};
 }
 
 }  // namespace
@@ -149,10 +172,11 @@ const char* store_name(const BmmProblem& p) {
 
 const char* tile(const BmmProblem& p) { return tile_named(plan(p).bn)->name; }
 
-void bmm(const BmmProblem& p, int width) {
+void bmm(const BmmProblem& p, int width, int pair) {
   TORCH_INTERNAL_ASSERT(width == 0 || tile_named(width), "hopper::bmm: no ", width, "-wide tiles");
+  TORCH_INTERNAL_ASSERT(pair >= 0 && pair <= 2, "hopper::bmm: pair is 0, 1 or 2");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p, width);
+  const Plan chosen = plan(p, width, Pair(pair));
   const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;
@@ -167,16 +191,17 @@ void bmm(const BmmProblem& p, int width) {
   s.partials = s.splits > 1 ? partials.data_ptr<float>() : nullptr;
 
   // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes, rounded up (bmm/hopper_kernel.cuh).
-  const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : 128);
-  const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : bn);
+  // A paired block loads half the rows of a K-major shared operand's box.
+  const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : 128);
+  const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
-    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn, chosen.pair);
     if (s.splits > 1) sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, outputs, s.splits);
   } else {
-    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bn);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bn, chosen.pair);
     if (s.splits > 1) sum_splits<at::Half, float>(p.out.data_ptr<at::Half>(), partials, outputs, s.splits);
   }
 }

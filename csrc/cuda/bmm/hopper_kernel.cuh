@@ -41,6 +41,16 @@
 
 namespace tiles::cuda::hopper {
 
+// Blocks alone, or in clusters of two over adjacent output tiles that load the operand the two tiles
+// share once for both: each block loads half of that operand's stage into the shared memory of both
+// (TMA multicast), which halves its reads from L2. One-wave products (the d = 768 layers' gradients)
+// read operands out of L2 as fast as it serves them (benchmarks/NOTES.md, "Pairs").
+enum class Pair : int {
+  none,
+  share_b,  // tiles (2i, j) and (2i + 1, j) of one tile column
+  share_a,  // tiles (i, 2j) and (i, 2j + 1) of one tile row
+};
+
 // How the consumers write an output tile.
 enum class Store : int {
   tma,        // TMA bulk stores from the swizzled buffers (store_group_tma)
@@ -94,6 +104,12 @@ struct TileConfig {
   // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6); 96 and 112 (32 KiB stages) at 6, as
   // cuBLAS runs its 96 x 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
   static constexpr int kStages = BN == 256 ? 4 : BN < 128 ? 6 : 5;
+  // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
+  // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
+  // kernel hangs in setmaxnreg.inc). Paired blocks' producers walk pairs and multicast, which spills at
+  // 40 registers; their consumers of at most 128 columns fit in 224.
+  static constexpr int producer_registers(bool paired) { return paired && BN <= 128 ? 56 : 40; }
+  static constexpr int consumer_registers(bool paired) { return paired && BN <= 128 ? 224 : 232; }
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -289,7 +305,7 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
   }
 }
 
-template <class T, int BN, bool kTransA, bool kTransB>
+template <class T, int BN, bool kTransA, bool kTransB, Pair kPair>
 __global__ void __launch_bounds__(TileConfig<BN>::kThreads, 1)
 hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, T* __restrict__ c, const GemmShape shape) {
@@ -307,45 +323,79 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kABytes; };
 
   const int warpgroup = threadIdx.x / 128;
+  // A paired block's stage is freed once the consumers of both blocks have read it: each block's half
+  // of the shared operand lands in both.
+  constexpr int kBlocks = kPair == Pair::none ? 1 : 2;
+  const uint32_t rank = kBlocks == 2 ? cluster_rank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], Cfg::kConsumers);
+      mbarrier_init(&empty[s], Cfg::kConsumers * kBlocks);
     }
     mbarrier_init_fence();
   }
-  __syncthreads();
+  if constexpr (kBlocks == 2) cluster_sync();  // the peer's barriers are ready before any multicast or arrival
+  else __syncthreads();
 
   const int64_t k_blocks = shape.k_blocks;
-  const int64_t total_tiles = shape.batch * shape.splits * shape.tiles_m * shape.tiles_n;
+  // The walk is over tiles, or pairs of them: both blocks of a pair walk the same pairs in step, and
+  // tile_of gives each its own tile of the pair (the second of a pair may lie past M or N: TMA reads
+  // zeros there, and every store is clipped).
+  const int walk_m = kPair == Pair::share_b ? (shape.tiles_m + 1) / 2 : shape.tiles_m;
+  const int walk_n = kPair == Pair::share_a ? (shape.tiles_n + 1) / 2 : shape.tiles_n;
+  const int64_t total_tiles = shape.batch * shape.splits * walk_m * walk_n;
+  const int64_t first = blockIdx.x / kBlocks, stride = gridDim.x / kBlocks;
+  auto tile_of = [&](TileCoord walked) {
+    if constexpr (kPair == Pair::share_b) walked.tm = 2 * walked.tm + int(rank);
+    if constexpr (kPair == Pair::share_a) walked.tn = 2 * walked.tn + int(rank);
+    return walked;
+  };
 
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
-    registers_decrease<40>();
-    if (threadIdx.x != 0) return;
-    tma_prefetch_descriptor(&map_a);
-    tma_prefetch_descriptor(&map_b);
-    produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, shape.tiles_m, shape.tiles_n, k_blocks,
-                                [&](int s, const TileCoord& tc, int k_in_split) {
-      const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
-      const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
-      const int k0 = int(split * k_blocks * BK) + k_in_split;
-      const int m0 = tc.tm * BM, n0 = tc.tn * BN;
-      if constexpr (kTransA) {
-        for (int j = 0; j < BM / 64; ++j) tma_load_3d(stage_a(s) + j * 64 * 128, &map_a, &full[s], m0 + 64 * j, k0, ba);
-      } else {
-        tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
-      }
-      if constexpr (kTransB) {
-        for (int j = 0; j < Cfg::kBBoxes; ++j) tma_load_3d(stage_b(s) + j * 64 * 128, &map_b, &full[s], n0 + 64 * j, k0, bb);
-      } else {
-        tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
-      }
-    });
+    registers_decrease<Cfg::producer_registers(kBlocks == 2)>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_descriptor(&map_a);
+      tma_prefetch_descriptor(&map_b);
+      produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, walk_m, walk_n, k_blocks,
+                                  [&](int s, const TileCoord& walked, int k_in_split) {
+        const TileCoord tc = tile_of(walked);
+        const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
+        const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
+        const int k0 = int(split * k_blocks * BK) + k_in_split;
+        const int m0 = tc.tm * BM, n0 = tc.tn * BN;
+        // A shared operand: this block's half (alternate 64-wide boxes, or half a K-major box's rows,
+        // which the host's tensor map makes half as tall) into both blocks.
+        if constexpr (kTransA) {
+          for (int j = 0; j < BM / 64; ++j) {
+            uint8_t* dst = stage_a(s) + j * 64 * 128;
+            if constexpr (kPair != Pair::share_a) tma_load_3d(dst, &map_a, &full[s], m0 + 64 * j, k0, ba);
+            else if (j % 2 == int(rank)) tma_load_3d_to_pair(dst, &map_a, &full[s], m0 + 64 * j, k0, ba);
+          }
+        } else if constexpr (kPair != Pair::share_a) {
+          tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
+        } else {
+          tma_load_3d_to_pair(stage_a(s) + rank * (BM / 2) * 128, &map_a, &full[s], k0, m0 + int(rank) * BM / 2, ba);
+        }
+        if constexpr (kTransB) {
+          for (int j = 0; j < Cfg::kBBoxes; ++j) {
+            uint8_t* dst = stage_b(s) + j * 64 * 128;
+            if constexpr (kPair != Pair::share_b) tma_load_3d(dst, &map_b, &full[s], n0 + 64 * j, k0, bb);
+            else if (j % 2 == int(rank)) tma_load_3d_to_pair(dst, &map_b, &full[s], n0 + 64 * j, k0, bb);
+          }
+        } else if constexpr (kPair != Pair::share_b) {
+          tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
+        } else {
+          // BN / 2 rows: a multiple of 8 at every width, so each half starts on a swizzle repeat.
+          tma_load_3d_to_pair(stage_b(s) + rank * (BN / 2) * 128, &map_b, &full[s], k0, n0 + int(rank) * BN / 2, bb);
+        }
+      }, first, stride);
+    }
+    if constexpr (kBlocks == 2) cluster_sync();  // every thread of the cluster takes part in the closing one
     return;
   }
 
   // ---------------------------------------------------------------------------------- consumers
-  registers_increase<232>();
+  registers_increase<Cfg::consumer_registers(kBlocks == 2)>();
   const int w = warpgroup - 1;               // which 64-row half of the tile
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
@@ -363,8 +413,12 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   const bool overlap = k_blocks > kGroups;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
   auto store_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
-  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-    const TileCoord tc = tile_coord(t, shape.tiles_m, shape.tiles_n);
+  auto release = [&](int stage) {  // by one thread of the warpgroup
+    mbarrier_arrive(&empty[stage]);
+    if constexpr (kBlocks == 2) mbarrier_arrive_peer(&empty[stage], rank ^ 1);
+  };
+  for (int64_t t = first; t < total_tiles; t += stride) {
+    const TileCoord tc = tile_of(tile_coord(t, walk_m, walk_n));
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     fence_registers(acc, BN / 2);
@@ -388,7 +442,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       // Keep this k-block's products in flight; the previous block's are done, so free its stage.
       wgmma_wait<1>();
       fence_registers(acc, BN / 2);
-      if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+      if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
       previous = ring.s;
       ring.advance();
       if constexpr (Cfg::kStagedStores)
@@ -397,7 +451,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held
     wgmma_wait<0>();
     fence_registers(acc, BN / 2);
-    if (previous >= 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[previous]);
+    if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
 
     if constexpr (!Cfg::kStagedStores) {  // bmm/hopper.cu never plans a staged store for these widths
       if (shape.store == Store::partials) store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w);
@@ -423,6 +477,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
   if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  if constexpr (kBlocks == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }
 

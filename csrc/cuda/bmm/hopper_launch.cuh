@@ -1,6 +1,9 @@
 // Launches one instantiation of the Hopper bmm kernel. Included by the per-dtype .cu files, which
-// instantiate every (tile width, A major order, B major order) so the kernels compile in parallel.
+// instantiate every (tile width, A major order, B major order) so the kernels compile in parallel;
+// the *_pairs.cu files instantiate the paired blocks (Pair::share_b and Pair::share_a) of some widths.
 #pragma once
+
+#include <atomic>
 
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/launch.cuh"
@@ -11,10 +14,47 @@ template <class T, int BN, bool kTransA, bool kTransB>
 void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
             const GemmShape& shape, int grid) {
   using Cfg = TileConfig<BN>;
-  constexpr auto kernel = &hopper_bmm_kernel<T, BN, kTransA, kTransB>;
+  constexpr auto kernel = &hopper_bmm_kernel<T, BN, kTransA, kTransB, Pair::none>;
   allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_a, map_b, map_c, c, shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Clusters of two blocks of kKernel that fit on the device at once, asked once per kernel and device.
+template <auto kKernel>
+int max_active_pairs(int threads, size_t smem_bytes) {
+  static std::atomic<int> known[64] = {};  // 0: not asked yet
+  const int device = c10::cuda::current_device();
+  std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
+  if (slot && slot->load(std::memory_order_relaxed) > 0) return slot->load(std::memory_order_relaxed);
+  ClusterLaunch probe(dim3(2), dim3(threads), dim3(2, 1, 1), nullptr);
+  probe.config.dynamicSmemBytes = smem_bytes;
+  int clusters = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &probe.config));
+  clusters = std::max(clusters, 1);
+  if (slot) slot->store(clusters, std::memory_order_relaxed);
+  return clusters;
+}
+
+// Paired blocks: `grid` / 2 clusters of two, or as many as fit at once (a persistent grid whose later
+// clusters waited for a free pair of SMs would run their tiles after everyone else's).
+template <class T, int BN, bool kTransA, bool kTransB, Pair kPair>
+void launch_pair_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                        const GemmShape& shape, int grid) {
+  using Cfg = TileConfig<BN>;
+  constexpr auto kernel = &hopper_bmm_kernel<T, BN, kTransA, kTransB, kPair>;
+  allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
+  const int pairs = std::min(grid / 2, max_active_pairs<kernel>(Cfg::kThreads, Cfg::kSmemBytes));
+  ClusterLaunch launch(dim3(2 * pairs), dim3(Cfg::kThreads), dim3(2, 1, 1), current_stream());
+  launch.config.dynamicSmemBytes = Cfg::kSmemBytes;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, kernel, map_a, map_b, map_c, c, shape));
+}
+
+template <class T, int BN, bool kTransA, bool kTransB>
+void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                 const GemmShape& shape, int grid, Pair pair) {
+  if (pair == Pair::share_b) launch_pair_kernel<T, BN, kTransA, kTransB, Pair::share_b>(map_a, map_b, map_c, c, shape, grid);
+  else launch_pair_kernel<T, BN, kTransA, kTransB, Pair::share_a>(map_a, map_b, map_c, c, shape, grid);
 }
 
 #define TILES_HOPPER_LAUNCH(T, BN, TA, TB) \
@@ -24,5 +64,14 @@ void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMa
   TILES_HOPPER_LAUNCH(T, BN, false, true)  \
   TILES_HOPPER_LAUNCH(T, BN, true, false)  \
   TILES_HOPPER_LAUNCH(T, BN, true, true)
+
+#define TILES_HOPPER_LAUNCH_PAIR(T, BN, TA, TB)                                                                  \
+  template void launch_pair<T, BN, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, \
+                                           const GemmShape&, int, Pair);
+#define TILES_HOPPER_INSTANTIATE_PAIRS(T, BN)     \
+  TILES_HOPPER_LAUNCH_PAIR(T, BN, false, false) \
+  TILES_HOPPER_LAUNCH_PAIR(T, BN, false, true)  \
+  TILES_HOPPER_LAUNCH_PAIR(T, BN, true, false)  \
+  TILES_HOPPER_LAUNCH_PAIR(T, BN, true, true)
 
 }  // namespace tiles::cuda::hopper

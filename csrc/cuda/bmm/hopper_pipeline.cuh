@@ -47,13 +47,14 @@ struct StageRing {
 };
 
 // The producer's walk around the ring: for each k-block of each tile this block computes (tiles
-// blockIdx.x, + gridDim.x, ...), wait until the consumers have freed the next stage, arm its `full`
-// barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
+// first, + stride, ...: by default blockIdx.x, + gridDim.x), wait until the consumers have freed the
+// next stage, arm its `full` barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
 template <int kStages, int BK, class Load>
 __device__ __forceinline__ void produce_stages(uint64_t* full, uint64_t* empty, uint32_t bytes, int64_t total_tiles,
-                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load) {
+                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load,
+                                               int64_t first = blockIdx.x, int64_t stride = gridDim.x) {
   StageRing<kStages> ring;
-  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+  for (int64_t t = first; t < total_tiles; t += stride) {
     const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       mbarrier_wait(&empty[ring.s], ring.phase ^ 1);

@@ -52,6 +52,31 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       } while (!done);)
 }
 
+// ---- Thread block clusters of two (the 16-bit bmm's paired blocks): the block's rank in its cluster,
+// a barrier over every thread of the cluster (not `.aligned`: threads of one warp may reach it apart),
+// and an arrival on the mbarrier at `bar`'s offset in the other block of the pair. The arrival keeps
+// PTX's default semantics (release at CTA scope), which is all a consumer needs to tell the peer's
+// producer that this block's wgmmas have finished reading a stage: the wgmma wait already ordered
+// those reads. A `.release.cluster` arrival cost the branch hopper-pairs about half its speed
+// (benchmarks/NOTES.md, "Tile widths and pairs").
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank = 0;
+  TILES_SM90A_BODY(asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));)
+  return rank;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  TILES_SM90A_BODY(asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");)
+}
+
+__device__ __forceinline__ void mbarrier_arrive_peer(uint64_t* bar, uint32_t peer_rank) {
+  TILES_SM90A_BODY(
+      uint32_t remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(peer_rank));
+      asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");)
+}
+
 // ---- TMA: copy one box of a 3-D tensor map at (c0, c1, c2) into shared memory, completing on `bar`.
 // Elements outside the tensor are written as zeros and still count towards the barrier's bytes.
 
@@ -60,6 +85,16 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
   TILES_SM90A_BODY(asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
       ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");)
+}
+
+// The same box written at the same offset into the shared memory of both blocks of a pair, completing
+// on each one's barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_3d_to_pair(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                                    int c2) {
+  TILES_SM90A_BODY(asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;"
+      ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(uint16_t(0b11)) : "memory");)
 }
 
 // The reverse: one box from shared memory to the tensor at (c0, c1, c2); parts outside it are dropped.
