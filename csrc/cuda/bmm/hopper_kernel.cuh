@@ -319,8 +319,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                                // output chunks
   uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);                // data landed
   uint64_t* empty = full + kStages;                                                    // stage consumed
-  auto stage_a = [&](int s) { return smem + s * Cfg::kStageBytes; };
-  auto stage_b = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kABytes; };
+  // The same as shared-window addresses, for the loops that run every k-block (sm90_ptx.cuh smem_addr).
+  const uint32_t stages_at = smem_addr(smem), full_at = smem_addr(full), empty_at = smem_addr(empty);
 
   const int warpgroup = threadIdx.x / 128;
   // A paired block's stage is freed once the consumers of both blocks have read it: each block's half
@@ -356,38 +356,43 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (threadIdx.x == 0) {
       tma_prefetch_descriptor(&map_a);
       tma_prefetch_descriptor(&map_b);
-      produce_stages<kStages, BK>(full, empty, Cfg::loaded_bytes(kTransB), total_tiles, walk_m, walk_n, k_blocks,
-                                  [&](int s, const TileCoord& walked, int k_in_split) {
+      produce_stages<kStages, BK>(full_at, empty_at, Cfg::loaded_bytes(kTransB), total_tiles, walk_m, walk_n, k_blocks,
+                                  [&](const TileCoord& walked) {
         const TileCoord tc = tile_of(walked);
         const int64_t split = tc.batch / shape.batch, b = tc.batch - split * shape.batch;
         const int ba = shape.a_broadcast ? 0 : int(b), bb = shape.b_broadcast ? 0 : int(b);
-        const int k0 = int(split * k_blocks * BK) + k_in_split;
+        const int k_first = int(split * k_blocks * BK);
         const int m0 = tc.tm * BM, n0 = tc.tn * BN;
-        // A shared operand: this block's half (alternate 64-wide boxes, or half a K-major box's rows,
-        // which the host's tensor map makes half as tall) into both blocks.
-        if constexpr (kTransA) {
-          for (int j = 0; j < BM / 64; ++j) {
-            uint8_t* dst = stage_a(s) + j * 64 * 128;
-            if constexpr (kPair != Pair::share_a) tma_load_3d(dst, &map_a, &full[s], m0 + 64 * j, k0, ba);
-            else if (j % 2 == int(rank)) tma_load_3d_to_pair(dst, &map_a, &full[s], m0 + 64 * j, k0, ba);
+        const int half = int(rank);  // of a shared operand, this block's
+        return [=, &map_a, &map_b](int s, int k_in_split) {
+          const int k0 = k_first + k_in_split;
+          const uint32_t a_at = stages_at + s * Cfg::kStageBytes, b_at = a_at + Cfg::kABytes, bar = full_at + 8 * s;
+          // A shared operand: this block's half (alternate 64-wide boxes, or half a K-major box's rows,
+          // which the host's tensor map makes half as tall) into both blocks.
+          if constexpr (kTransA) {
+#pragma unroll
+            for (int j = 0; j < BM / 64; ++j) {
+              if constexpr (kPair != Pair::share_a) tma_load_3d(a_at + j * 64 * 128, &map_a, bar, m0 + 64 * j, k0, ba);
+              else if (j % 2 == half) tma_load_3d_to_pair(a_at + j * 64 * 128, &map_a, bar, m0 + 64 * j, k0, ba);
+            }
+          } else if constexpr (kPair != Pair::share_a) {
+            tma_load_3d(a_at, &map_a, bar, k0, m0, ba);
+          } else {
+            tma_load_3d_to_pair(a_at + half * (BM / 2) * 128, &map_a, bar, k0, m0 + half * BM / 2, ba);
           }
-        } else if constexpr (kPair != Pair::share_a) {
-          tma_load_3d(stage_a(s), &map_a, &full[s], k0, m0, ba);
-        } else {
-          tma_load_3d_to_pair(stage_a(s) + rank * (BM / 2) * 128, &map_a, &full[s], k0, m0 + int(rank) * BM / 2, ba);
-        }
-        if constexpr (kTransB) {
-          for (int j = 0; j < Cfg::kBBoxes; ++j) {
-            uint8_t* dst = stage_b(s) + j * 64 * 128;
-            if constexpr (kPair != Pair::share_b) tma_load_3d(dst, &map_b, &full[s], n0 + 64 * j, k0, bb);
-            else if (j % 2 == int(rank)) tma_load_3d_to_pair(dst, &map_b, &full[s], n0 + 64 * j, k0, bb);
+          if constexpr (kTransB) {
+#pragma unroll
+            for (int j = 0; j < Cfg::kBBoxes; ++j) {
+              if constexpr (kPair != Pair::share_b) tma_load_3d(b_at + j * 64 * 128, &map_b, bar, n0 + 64 * j, k0, bb);
+              else if (j % 2 == half) tma_load_3d_to_pair(b_at + j * 64 * 128, &map_b, bar, n0 + 64 * j, k0, bb);
+            }
+          } else if constexpr (kPair != Pair::share_b) {
+            tma_load_3d(b_at, &map_b, bar, k0, n0, bb);
+          } else {
+            // BN / 2 rows: a multiple of 8 at every width, so each half starts on a swizzle repeat.
+            tma_load_3d_to_pair(b_at + half * (BN / 2) * 128, &map_b, bar, k0, n0 + half * BN / 2, bb);
           }
-        } else if constexpr (kPair != Pair::share_b) {
-          tma_load_3d(stage_b(s), &map_b, &full[s], k0, n0, bb);
-        } else {
-          // BN / 2 rows: a multiple of 8 at every width, so each half starts on a swizzle repeat.
-          tma_load_3d_to_pair(stage_b(s) + rank * (BN / 2) * 128, &map_b, &full[s], k0, n0 + int(rank) * BN / 2, bb);
-        }
+        };
       }, first, stride);
     }
     if constexpr (kBlocks == 2) cluster_sync();  // every thread of the cluster takes part in the closing one
@@ -414,8 +419,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
   auto store_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
   auto release = [&](int stage) {  // by one thread of the warpgroup
-    mbarrier_arrive(&empty[stage]);
-    if constexpr (kBlocks == 2) mbarrier_arrive_peer(&empty[stage], rank ^ 1);
+    mbarrier_arrive(empty_at + 8 * stage);
+    if constexpr (kBlocks == 2) mbarrier_arrive_peer(empty_at + 8 * stage, rank ^ 1);
   };
   for (int64_t t = first; t < total_tiles; t += stride) {
     const TileCoord tc = tile_of(tile_coord(t, walk_m, walk_n));
@@ -425,9 +430,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
 
     int previous = -1;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      mbarrier_wait(&full[ring.s], ring.phase);
-      const uint8_t* a = stage_a(ring.s) + w * kBox;
-      const uint8_t* b = stage_b(ring.s);
+      mbarrier_wait(full_at + 8 * ring.s, ring.phase);
+      const uint32_t a = stages_at + ring.s * Cfg::kStageBytes + w * kBox, b = stages_at + ring.s * Cfg::kStageBytes + Cfg::kABytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {

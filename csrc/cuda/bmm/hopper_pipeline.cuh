@@ -46,20 +46,28 @@ struct StageRing {
   }
 };
 
-// The producer's walk around the ring: for each k-block of each tile this block computes (tiles
-// first, + stride, ...: by default blockIdx.x, + gridDim.x), wait until the consumers have freed the
-// next stage, arm its `full` barrier for `bytes` of TMA copies, and let `load(stage, tile, k0)` issue them.
-template <int kStages, int BK, class Load>
-__device__ __forceinline__ void produce_stages(uint64_t* full, uint64_t* empty, uint32_t bytes, int64_t total_tiles,
-                                               int tiles_m, int tiles_n, int64_t k_blocks, Load&& load,
+// The producer's walk around the ring: for each tile this block computes (first, + stride, ...: by
+// default blockIdx.x, + gridDim.x), `tile_loads(tile)` works out where the tile's operands are once and
+// returns `load(stage, k0)`, which issues a k-block's TMA copies; for each k-block, wait until the
+// consumers have freed the next stage, arm its `full` barrier for `bytes`, and load. `full` and `empty`
+// are the shared-window addresses of the rings' first barriers (8 bytes apart).
+//
+// One thread runs this, and it must keep up with the tensor cores: on one-wave products a 128 x 96
+// k-block is ~400 cycles of wgmma, and a walk that recomputed the tile's coordinates and converted
+// generic pointers every k-block took about as long, so that k-blocks cost the same at any tile width
+// and the consumers waited for stages the producer had not yet asked for (benchmarks/NOTES.md,
+// "The producer's k-block").
+template <int kStages, int BK, class TileLoads>
+__device__ __forceinline__ void produce_stages(uint32_t full, uint32_t empty, uint32_t bytes, int64_t total_tiles,
+                                               int tiles_m, int tiles_n, int64_t k_blocks, TileLoads&& tile_loads,
                                                int64_t first = blockIdx.x, int64_t stride = gridDim.x) {
   StageRing<kStages> ring;
   for (int64_t t = first; t < total_tiles; t += stride) {
-    const TileCoord tc = tile_coord(t, tiles_m, tiles_n);
+    const auto load = tile_loads(tile_coord(t, tiles_m, tiles_n));
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      mbarrier_wait(&empty[ring.s], ring.phase ^ 1);
-      mbarrier_arrive_expect_tx(&full[ring.s], bytes);
-      load(ring.s, tc, int(kb * BK));
+      mbarrier_wait(empty + 8 * ring.s, ring.phase ^ 1);
+      mbarrier_arrive_expect_tx(full + 8 * ring.s, bytes);
+      load(ring.s, int(kb * BK));
       ring.advance();
     }
   }

@@ -255,26 +255,31 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     if (load_r) tma_prefetch_descriptor(&map_r);
     if (load_q) tma_prefetch_descriptor(&map_q);
     const uint32_t bytes = (load_r ? Cfg::kRBytes : 0) + (load_q ? Cfg::kQBytes : 0);
-    produce_stages<kStages, BK>(full, empty, bytes, total_tiles, shape.tiles_p, shape.tiles_q,
-                                k_blocks, [&](int s, const TileCoord& tc, int k_in_split) {
+    const uint32_t stages_at = smem_addr(smem), full_at = smem_addr(full);
+    produce_stages<kStages, BK>(full_at, smem_addr(empty), bytes, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
+                                [&](const TileCoord& tc) {
       const int split = int(tc.batch / shape.batch), b = int(tc.batch - split * shape.batch);
       const int br = shape.r_broadcast ? 0 : b, bq = shape.q_broadcast ? 0 : b;
-      const int k0 = int(split * k_blocks * BK) + k_in_split;
+      const int k_first = int(split * k_blocks * BK);
       const int p0 = tc.tm * BP, q0 = tc.tn * BQ;
-      if (load_r) {
-        if constexpr (kRKMajor) {
-          tma_load_3d(stage_r(s), &map_r, &full[s], k0, p0, br);
-        } else {  // boxes of [32 k][32 p]
-          for (int j = 0; j < BP / 32; ++j) tma_load_3d(stage_r(s) + j * 32 * 128, &map_r, &full[s], p0 + 32 * j, k0, br);
+      return [=, &map_r, &map_q](int s, int k_in_split) {
+        const int k0 = k_first + k_in_split;
+        const uint32_t r_at = stages_at + s * Cfg::kStageBytes, q_at = r_at + Cfg::kRBytes, bar = full_at + 8 * s;
+        if (load_r) {
+          if constexpr (kRKMajor) {
+            tma_load_3d(r_at, &map_r, bar, k0, p0, br);
+          } else {  // boxes of [32 k][32 p]
+            for (int j = 0; j < BP / 32; ++j) tma_load_3d(r_at + j * 32 * 128, &map_r, bar, p0 + 32 * j, k0, br);
+          }
         }
-      }
-      if (load_q) {
-        if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
-          for (int j = 0; j < BQ / 32; ++j) tma_load_3d(stage_q(s) + j * 32 * 128, &map_q, &full[s], q0 + 32 * j, k0, bq);
-        } else {
-          tma_load_3d(stage_q(s), &map_q, &full[s], k0, q0, bq);
+        if (load_q) {
+          if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
+            for (int j = 0; j < BQ / 32; ++j) tma_load_3d(q_at + j * 32 * 128, &map_q, bar, q0 + 32 * j, k0, bq);
+          } else {
+            tma_load_3d(q_at, &map_q, bar, k0, q0, bq);
+          }
         }
-      }
+      };
     });
     return;
   }

@@ -17,6 +17,9 @@
 
 namespace tiles::cuda::hopper {
 
+// A shared-memory pointer as its 32-bit address in the shared window, which the PTX below takes. Each
+// conversion of a generic pointer costs a few dependent instructions (reading the block's window
+// base), so loops that run once a k-block take addresses computed once (the uint32_t overloads).
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -33,24 +36,28 @@ __device__ __forceinline__ void mbarrier_init_fence() {
   TILES_SM90A_BODY(asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");)
 }
 
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");)
+}
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                                "r"(bytes) : "memory");)
+  mbarrier_arrive_expect_tx(smem_addr(bar), bytes);
 }
 
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
-  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");)
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  TILES_SM90A_BODY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");)
 }
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) { mbarrier_arrive(smem_addr(bar)); }
 
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   TILES_SM90A_BODY(
       uint32_t done = 0;
       do {
         asm volatile(
             "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+            : "=r"(done) : "r"(bar), "r"(parity) : "memory");
       } while (!done);)
 }
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) { mbarrier_wait(smem_addr(bar), parity); }
 
 // ---- Thread block clusters of two (the 16-bit bmm's paired blocks): the block's rank in its cluster,
 // a barrier over every thread of the cluster (not `.aligned`: threads of one warp may reach it apart),
@@ -70,31 +77,33 @@ __device__ __forceinline__ void cluster_sync() {
   TILES_SM90A_BODY(asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");)
 }
 
-__device__ __forceinline__ void mbarrier_arrive_peer(uint64_t* bar, uint32_t peer_rank) {
+__device__ __forceinline__ void mbarrier_arrive_peer(uint32_t bar, uint32_t peer_rank) {
   TILES_SM90A_BODY(
       uint32_t remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(peer_rank));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(peer_rank));
       asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");)
 }
 
 // ---- TMA: copy one box of a 3-D tensor map at (c0, c1, c2) into shared memory, completing on `bar`.
 // Elements outside the tensor are written as zeros and still count towards the barrier's bytes.
 
-__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
-                                            int c2) {
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2) {
   TILES_SM90A_BODY(asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
-      ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");)
+      ::"r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");)
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  tma_load_3d(smem_addr(dst), map, smem_addr(bar), c0, c1, c2);
 }
 
 // The same box written at the same offset into the shared memory of both blocks of a pair, completing
 // on each one's barrier at `bar`'s offset.
-__device__ __forceinline__ void tma_load_3d_to_pair(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+__device__ __forceinline__ void tma_load_3d_to_pair(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                                     int c2) {
   TILES_SM90A_BODY(asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
       " [%0], [%1, {%3, %4, %5}], [%2], %6;"
-      ::"r"(smem_addr(dst)), "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(uint16_t(0b11)) : "memory");)
+      ::"r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(uint16_t(0b11)) : "memory");)
 }
 
 // The reverse: one box from shared memory to the tensor at (c0, c1, c2); parts outside it are dropped.
@@ -164,12 +173,15 @@ __device__ __forceinline__ void registers_increase() {
 //   stride_bytes:  between groups of 8 rows (1024 for densely stored rows)
 //   leading_bytes: for MN-major tiles, between the 64-element column blocks along M or N; unused for
 //                  K-major tiles whose K extent fits in one 128-byte row
-__device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes, uint32_t stride_bytes) {
-  uint64_t desc = (smem_addr(tile) & 0x3FFFF) >> 4;
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t tile, uint32_t leading_bytes, uint32_t stride_bytes) {
+  uint64_t desc = (tile & 0x3FFFF) >> 4;
   desc |= uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
   desc |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
   desc |= uint64_t(1) << 62;  // swizzle mode 1: 128-byte swizzle
   return desc;
+}
+__device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return smem_descriptor(smem_addr(tile), leading_bytes, stride_bytes);
 }
 
 }  // namespace tiles::cuda::hopper
