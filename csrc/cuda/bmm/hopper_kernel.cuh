@@ -404,8 +404,6 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   const int w = warpgroup - 1;               // which 64-row half of the tile
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
-  const uint64_t desc_a = smem_descriptor(stages_at + w * kBox, kTransA ? kBox : 0, kGroup);  // stage 0's
-  const uint64_t desc_b = smem_descriptor(stages_at + Cfg::kABytes, kTransB ? kBox : 0, kGroup);
   StageRing<kStages> ring;
   float acc[BN / 2];
   // Store::tma: the previous tile, converted to T, whose store groups are staged one per k-block
@@ -433,15 +431,16 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     int previous = -1;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       mbarrier_wait(full_at + 8 * ring.s, ring.phase);
-      // Descriptors of this stage's operands, from the first stage's by adding byte offsets / 16 to the
-      // address field (shared memory is under 256 KiB, so the field cannot carry into the next).
-      const uint64_t stage = uint64_t(ring.s) * (Cfg::kStageBytes / 16);
+      const uint32_t a = stages_at + ring.s * Cfg::kStageBytes + w * kBox, b = stages_at + ring.s * Cfg::kStageBytes + Cfg::kABytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
-        constexpr uint32_t kStepA = kTransA ? 2 * kGroup / 16 : 32 / 16, kStepB = kTransB ? 2 * kGroup / 16 : 32 / 16;
-        wgmma_tile<T, BN, kTransA, kTransB>(acc, desc_a + stage + kk * kStepA, desc_b + stage + kk * kStepB);
+        const uint64_t da = kTransA ? smem_descriptor(a + kk * 2 * kGroup, kBox, kGroup)
+                                    : smem_descriptor(a + kk * 32, 0, kGroup);
+        const uint64_t db = kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
+                                    : smem_descriptor(b + kk * 32, 0, kGroup);
+        wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
       }
       wgmma_commit();
       // Keep this k-block's products in flight; the previous block's are done, so free its stage.
