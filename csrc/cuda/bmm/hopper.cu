@@ -72,8 +72,9 @@ namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
 // 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
-// so are 96 and 112 (by name only), though on an H200 their k-blocks took as long as 128's (NOTES.md,
-// "Tile widths and pairs"): their split counts, under-costed, matter only to tests and benchmarks.
+// so are 96 and 112 (by name only): their split counts matter only to tests and benchmarks. All timed
+// before f4e9a22's leaner producer, which made one-wave k-blocks 5-15% faster on an H200 (NOTES.md,
+// "Pairs and the producer's k-block"): not re-fitted yet.
 double k_block_us(int bn) {
   switch (bn) {
     case 256: return 0.76;
@@ -118,8 +119,9 @@ struct Plan {
 // weight gradient 768 x 3072 is 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144
 // of 128. Past one wave they stay out, since they store from registers where the others stage the store
 // under the next tile's mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without
-// taking less time: a block's k-blocks take as long at 96 or 128 columns (NOTES.md, "Tile widths and
-// pairs").
+// taking less time while the producer's own k-block loop bounded every width (NOTES.md, "Tile widths and
+// pairs"); since f4e9a22 96 runs 2048 x 768 x 3072 NT 8% faster than 128 and 2048 x 768 x 2304 NN 17%
+// slower (an N-major b in two whole boxes): untried as a rule.
 int tile_width(const BmmProblem& p, int64_t sms) {
   const int64_t tiles_m = (p.m + 127) / 128;
   auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };

@@ -43,8 +43,9 @@ namespace tiles::cuda::hopper {
 
 // Blocks alone, or in clusters of two over adjacent output tiles that load the operand the two tiles
 // share once for both: each block loads half of that operand's stage into the shared memory of both
-// (TMA multicast), which halves its reads from L2. One-wave products (the d = 768 layers' gradients)
-// read operands out of L2 as fast as it serves them (benchmarks/NOTES.md, "Pairs").
+// (TMA multicast), which halves its reads from L2, as cuBLAS's 2-block clusters do on the d = 768
+// layers' one-wave products. By name only: they have not yet beaten single blocks where bmm would use
+// them (benchmarks/NOTES.md, "Pairs and the producer's k-block").
 enum class Pair : int {
   none,
   share_b,  // tiles (2i, j) and (2i + 1, j) of one tile column

@@ -56,7 +56,7 @@ struct StageRing {
 // k-block is ~400 cycles of wgmma, and a walk that recomputed the tile's coordinates and converted
 // generic pointers every k-block took about as long, so that k-blocks cost the same at any tile width
 // and the consumers waited for stages the producer had not yet asked for (benchmarks/NOTES.md,
-// "The producer's k-block").
+// "Pairs and the producer's k-block").
 template <int kStages, int BK, class TileLoads>
 __device__ __forceinline__ void produce_stages(uint32_t full, uint32_t empty, uint32_t bytes, int64_t total_tiles,
                                                int tiles_m, int tiles_n, int64_t k_blocks, TileLoads&& tile_loads,

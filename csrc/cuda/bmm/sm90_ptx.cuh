@@ -64,8 +64,9 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) { 
 // and an arrival on the mbarrier at `bar`'s offset in the other block of the pair. The arrival keeps
 // PTX's default semantics (release at CTA scope), which is all a consumer needs to tell the peer's
 // producer that this block's wgmmas have finished reading a stage: the wgmma wait already ordered
-// those reads. A `.release.cluster` arrival cost the branch hopper-pairs about half its speed
-// (benchmarks/NOTES.md, "Tile widths and pairs").
+// those reads. The branch hopper-pairs arrived with `.release.cluster` (and spilled its producer):
+// its pairs ran at about half the single blocks' speed, these at 0.8-1.1x (benchmarks/NOTES.md, "Pairs
+// and the producer's k-block").
 
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t rank = 0;
