@@ -5,6 +5,10 @@ erfc(a) = exp(-a^2) g(a) for a >= 1, where g(a) = erfc(a) exp(a^2) falls smoothl
 t = (2a - 5) / 3 (in [-1, 1], so Horner's rule in float32 stays accurate), and the script reports its
 largest relative error against math.erfc when evaluated in float32 arithmetic.
 
+It also prints the polynomial behind gelu (vone_plus_erf): g on [0, 4] in powers of t = 1 / (1 + P a),
+P = 0.47, degree 7 (g(0) = 1, and t stays in (0, 1], so no cancellation at a = 0 and a few terms suffice),
+the Chebyshev interpolant in t's range converted to powers of t, with its float32 relative error.
+
     python tools/fit_erfc.py
 """
 import math
@@ -44,6 +48,44 @@ def f32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
+GELU_DEGREE, GELU_P, GELU_HI = 7, 0.47, 4.0
+
+
+def power_in(power_u, scale, offset):
+    """sum power_u[i] u^i with u = scale t + offset, as coefficients of powers of t."""
+    out = [0.0] * len(power_u)
+    term = [1.0]  # coefficients of (scale t + offset)^i
+    for c in power_u:
+        for j, x in enumerate(term):
+            out[j] += c * x
+        nxt = [0.0] * (len(term) + 1)
+        for j, x in enumerate(term):
+            nxt[j] += offset * x
+            nxt[j + 1] += scale * x
+        term = nxt
+    return out
+
+
+def gelu_fit():
+    """g on [0, GELU_HI] as a polynomial in t = 1 / (1 + P a): coefficients (lowest power first) and the
+    largest relative error when evaluated in float32 (t included)."""
+    t_lo = 1 / (1 + GELU_P * GELU_HI)
+    a_of_t = lambda t: (1 / t - 1) / GELU_P
+    cheb = chebyshev_coefficients(lambda t: g(a_of_t(t)), t_lo, 1.0, GELU_DEGREE)
+    # chebyshev_coefficients maps [t_lo, 1] to u in [-1, 1]: u = (2 t - (t_lo + 1)) / (1 - t_lo)
+    power = power_in(power_coefficients(cheb), 2 / (1 - t_lo), -(t_lo + 1) / (1 - t_lo))
+    coeffs = [f32(x) for x in power]
+    worst = 0.0
+    for i in range(8001):
+        a = f32(GELU_HI * i / 8000)
+        t = f32(1 / f32(f32(GELU_P * a) + 1))
+        v = coeffs[-1]
+        for c in reversed(coeffs[:-1]):
+            v = f32(f32(v * t) + c)
+        worst = max(worst, abs(v / g(a) - 1))
+    return power, worst
+
+
 def main():
     power = power_coefficients(chebyshev_coefficients(g, LO, HI, DEGREE))
     coeffs = [f32(x) for x in power]
@@ -57,6 +99,10 @@ def main():
         worst = max(worst, abs(v / g(a) - 1))
     print("highest power first:", ", ".join(f"{c:.9g}f" for c in reversed(power)))
     print(f"largest relative error of g in float32 arithmetic on [{LO}, {HI}]: {worst:.2e}")
+    power, worst = gelu_fit()
+    print(f"gelu: g on [0, {GELU_HI}] in t = 1 / (1 + {GELU_P} a), highest power first:",
+          ", ".join(f"{c:.9g}f" for c in reversed(power)))
+    print(f"largest relative error of g in float32 arithmetic on [0, {GELU_HI}]: {worst:.2e}")
 
 
 if __name__ == "__main__":
