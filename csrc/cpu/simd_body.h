@@ -179,11 +179,12 @@ template <> struct Io<c10::Half> {
 // 58 -> 36, torch 40 and 19).
 #define TILES_VECTOR_MATH [[gnu::always_inline]] inline
 
-// exp by range reduction x = n ln2 + r, |r| <= ln2 / 2, a polynomial for e^r, and 2^n applied as two
-// factors (so results that are subnormal, or overflow to inf, come out right). NaN stays NaN.
-TILES_VECTOR_MATH vf vexp(vf x) {
-  x = x > 88.8f ? splat<vf>(88.8f) : x;
-  x = x < -104.0f ? splat<vf>(-104.0f) : x;
+// e^x = e^r 2^n by range reduction x = n ln2 + r, |r| <= ln2 / 2 (ln2 in two parts), and a polynomial
+// for e^r: the part vexp and vexp_nonpositive share, for |x| up to ~104. NaN gives NaN.
+struct ExpParts {
+  vf e_r, n;  // e^r, and n as a float
+};
+TILES_VECTOR_MATH ExpParts exp_parts(vf x) {
   const vf t = x * 1.44269504088896341f + 12582912.0f;  // round to nearest integer (1.5 * 2^23)
   const vf n = t - 12582912.0f;
   vf r = x - n * 0.693359375f;
@@ -194,29 +195,26 @@ TILES_VECTOR_MATH vf vexp(vf x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const vi ni = __builtin_convertvector(n, vi);
+  return {p * (r * r) + r + 1.0f, n};
+}
+
+// exp, with 2^n applied as two factors (so results that are subnormal, or overflow to inf, come out
+// right). NaN stays NaN.
+TILES_VECTOR_MATH vf vexp(vf x) {
+  x = x > 88.8f ? splat<vf>(88.8f) : x;
+  x = x < -104.0f ? splat<vf>(-104.0f) : x;
+  const ExpParts e = exp_parts(x);
+  const vi ni = __builtin_convertvector(e.n, vi);
   const vi n1 = ni >> 1, n2 = ni - n1;
-  return p * (vf)((n1 + 127) << 23) * (vf)((n2 + 127) << 23);
+  return e.e_r * (vf)((n1 + 127) << 23) * (vf)((n2 + 127) << 23);
 }
 
 // exp(x) for x <= 0 where results under 2^-126 (x < -87.3) may be 0, as gelu's exp(-x²) allows: one
 // 2^n factor and no upper clamp, a few instructions fewer than vexp. NaN stays NaN.
 TILES_VECTOR_MATH vf vexp_nonpositive(vf x) {
-  const vf c = x < -87.3f ? splat<vf>(-87.3f) : x;
-  const vf t = c * 1.44269504088896341f + 12582912.0f;
-  const vf n = t - 12582912.0f;
-  vf r = c - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  vf p = splat<vf>(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const vf e = p * (vf)((__builtin_convertvector(n, vi) + 127) << 23);
-  return x < -87.3f ? splat<vf>(0.0f) : e;
+  const ExpParts e = exp_parts(x < -87.3f ? splat<vf>(-87.3f) : x);
+  const vf result = e.e_r * (vf)((__builtin_convertvector(e.n, vi) + 127) << 23);
+  return x < -87.3f ? splat<vf>(0.0f) : result;
 }
 
 // 1 / x to about 2e-7 relative: the x86 sets' reciprocal estimate and one Newton step (a division's
