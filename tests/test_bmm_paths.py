@@ -395,7 +395,7 @@ def test_hopper_narrow_widths_split_k_and_narrow_n(width, layouts):
 
 
 # Paired blocks by name (clusters of two over adjacent tiles, each block loading half of the operand
-# they share into both; bmm/hopper_kernel.cuh `Pair`), in every layout: " pair-b" pairs tile rows 2i and
+# they share into both; bmm/pair.h), in every layout: " pair-b" pairs tile rows 2i and
 # 2i + 1, " pair-a" tile columns 2j and 2j + 1. 3 x 520 has five tile rows (the last pair's second tile
 # lies past M); N = 1000, 1100 and 1154 give an odd number of tile columns at each width (a pair's
 # second tile past N) and edge tiles in N and K; at 96 columns blocks walk several pairs.

@@ -26,17 +26,28 @@ inline int64_t l2_bytes() {
   return bytes;
 }
 
+// `ask()`, a positive number, for `device`, asked once per device and per `known` (each caller's own
+// static array; 0: not asked yet). Devices past 64 ask every time.
+template <class Ask>
+int once_per_device(std::atomic<int> (&known)[64], int device, Ask&& ask) {
+  std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
+  if (slot)
+    if (const int v = slot->load(std::memory_order_relaxed); v != 0) return v;
+  const int v = ask();
+  if (slot) slot->store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // A device's compute capability as major * 10 + minor (90 for an H100), asked once per device:
 // the bmm paths check it on every call.
 inline int compute_capability(int device) {
-  static std::atomic<int> known[64] = {};  // 0: not asked yet
-  std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
-  if (slot && slot->load(std::memory_order_relaxed) != 0) return slot->load(std::memory_order_relaxed);
-  int major = 0, minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (slot) slot->store(major * 10 + minor, std::memory_order_relaxed);
-  return major * 10 + minor;
+  static std::atomic<int> known[64] = {};
+  return once_per_device(known, device, [&] {
+    int major = 0, minor = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major * 10 + minor;
+  });
 }
 
 // Lets kKernel use `bytes` of dynamic shared memory (above 48 KiB it must be asked for), once per

@@ -95,16 +95,20 @@ struct NamedPath {
   Path kernel;
   int tile;
   bool may_split = true;  // the mma kernel's split-K; "whole-k" walks K on one block per tile
-  int pair = 0;           // the 16-bit Hopper kernel's blocks: 0 alone, 1 pairs sharing b, 2 sharing a
+  hopper::Pair pair = hopper::Pair::none;  // the 16-bit Hopper kernel's blocks alone or paired
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-96", Path::hopper, 96},
     {"hopper-112", Path::hopper, 112},     {"hopper-128", Path::hopper, 128},
     {"hopper-160", Path::hopper, 160},     {"hopper-192", Path::hopper, 192},
-    {"hopper-256", Path::hopper, 256},     {"hopper-96 pair-b", Path::hopper, 96, true, 1},
-    {"hopper-96 pair-a", Path::hopper, 96, true, 2},   {"hopper-128 pair-b", Path::hopper, 128, true, 1},
-    {"hopper-128 pair-a", Path::hopper, 128, true, 2}, {"hopper-192 pair-b", Path::hopper, 192, true, 1},
-    {"hopper-192 pair-a", Path::hopper, 192, true, 2}, {"mma", Path::mma, 0},
+    {"hopper-256", Path::hopper, 256},
+    {"hopper-96 pair-b", Path::hopper, 96, true, hopper::Pair::share_b},
+    {"hopper-96 pair-a", Path::hopper, 96, true, hopper::Pair::share_a},
+    {"hopper-128 pair-b", Path::hopper, 128, true, hopper::Pair::share_b},
+    {"hopper-128 pair-a", Path::hopper, 128, true, hopper::Pair::share_a},
+    {"hopper-192 pair-b", Path::hopper, 192, true, hopper::Pair::share_b},
+    {"hopper-192 pair-a", Path::hopper, 192, true, hopper::Pair::share_a},
+    {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
     {"thin", Path::thin, 0},               {"general", Path::general, 0},
@@ -126,7 +130,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
     case Path::hopper:
       TILES_CHECK(!tf32 || named->tile == 0, "tiles::_bmm_on_path: '", std::string(path),
                   "' forces the bfloat16 / float16 kernel's tile width; float32 takes 'hopper'");
-      TILES_CHECK(named->pair == 0 || p.out.scalar_type() == at::kBFloat16, "tiles::_bmm_on_path: '",
+      TILES_CHECK(named->pair == hopper::Pair::none || p.out.scalar_type() == at::kBFloat16, "tiles::_bmm_on_path: '",
                   std::string(path), "' is built for bfloat16 only");
       TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
                   "tiles::_bmm_on_path: the hopper path cannot take these operands: ", why);

@@ -131,12 +131,11 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
-// Pairs (hopper_kernel.cuh Pair): by name only, pending measurements.
-Plan plan(const BmmProblem& p, int forced_width = 0, Pair forced_pair = Pair::none) {
+// `pair`: paired blocks (bmm/pair.h), by name only, pending measurements.
+Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none) {
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   const int bn = forced_width ? forced_width : tile_width(p, sms);
-  const Pair pair = forced_pair;
   // Short K and an output larger than L2: the kernel is a write stream to DRAM, and the threads'
   // evict-first stores beat TMA's; an output that fits in L2 stays there and TMA's stores are as fast,
   // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
@@ -174,11 +173,10 @@ const char* store_name(const BmmProblem& p) {
 
 const char* tile(const BmmProblem& p) { return tile_named(plan(p).bn)->name; }
 
-void bmm(const BmmProblem& p, int width, int pair) {
+void bmm(const BmmProblem& p, int width, Pair pair) {
   TORCH_INTERNAL_ASSERT(width == 0 || tile_named(width), "hopper::bmm: no ", width, "-wide tiles");
-  TORCH_INTERNAL_ASSERT(pair >= 0 && pair <= 2, "hopper::bmm: pair is 0, 1 or 2");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p, width, Pair(pair));
+  const Plan chosen = plan(p, width, pair);
   const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;

@@ -36,21 +36,11 @@
 #include <cuda_fp16.h>
 
 #include "cuda/bmm/hopper_pipeline.cuh"
+#include "cuda/bmm/pair.h"
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/wgmma_ops.cuh"
 
 namespace tiles::cuda::hopper {
-
-// Blocks alone, or in clusters of two over adjacent output tiles that load the operand the two tiles
-// share once for both: each block loads half of that operand's stage into the shared memory of both
-// (TMA multicast), which halves its reads from L2, as cuBLAS's 2-block clusters do on the d = 768
-// layers' one-wave products. By name only: they have not yet beaten single blocks where bmm would use
-// them (benchmarks/NOTES.md, "Pairs and the producer's k-block").
-enum class Pair : int {
-  none,
-  share_b,  // tiles (2i, j) and (2i + 1, j) of one tile column
-  share_a,  // tiles (i, 2j) and (i, 2j + 1) of one tile row
-};
 
 // How the consumers write an output tile.
 enum class Store : int {
@@ -306,6 +296,27 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
   }
 }
 
+// One operand's part of a stage, kRows rows (BM of a, BN of b) by 64 k, completing on `bar`: MN-major, in
+// kBoxes 64-wide boxes at (outer0 + 64 j, k0); K-major, one box of kRows rows at (k0, outer0). Where a
+// pair of blocks shares the operand (kShared), this block loads its half into both: alternate boxes, or
+// half the rows (the host's tensor map makes a K-major box half as tall), `half` being its rank.
+template <bool kMnMajor, bool kShared, int kBoxes, int kRows>
+__device__ __forceinline__ void load_operand(uint32_t at, const CUtensorMap* map, uint32_t bar, int outer0, int k0,
+                                             int batch, int half) {
+  if constexpr (kMnMajor) {
+#pragma unroll
+    for (int j = 0; j < kBoxes; ++j) {
+      if constexpr (!kShared) tma_load_3d(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
+      else if (j % 2 == half) tma_load_3d_to_pair(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
+    }
+  } else if constexpr (!kShared) {
+    tma_load_3d(at, map, bar, k0, outer0, batch);
+  } else {
+    // kRows / 2 rows: a multiple of 8 at every width, so each half starts on a swizzle repeat.
+    tma_load_3d_to_pair(at + half * (kRows / 2) * 128, map, bar, k0, outer0 + half * kRows / 2, batch);
+  }
+}
+
 template <class T, int BN, bool kTransA, bool kTransB, Pair kPair>
 __global__ void __launch_bounds__(TileConfig<BN>::kThreads, 1)
 hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -368,31 +379,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         return [=, &map_a, &map_b](int s, int k_in_split) {
           const int k0 = k_first + k_in_split;
           const uint32_t a_at = stages_at + s * Cfg::kStageBytes, b_at = a_at + Cfg::kABytes, bar = full_at + 8 * s;
-          // A shared operand: this block's half (alternate 64-wide boxes, or half a K-major box's rows,
-          // which the host's tensor map makes half as tall) into both blocks.
-          if constexpr (kTransA) {
-#pragma unroll
-            for (int j = 0; j < BM / 64; ++j) {
-              if constexpr (kPair != Pair::share_a) tma_load_3d(a_at + j * 64 * 128, &map_a, bar, m0 + 64 * j, k0, ba);
-              else if (j % 2 == half) tma_load_3d_to_pair(a_at + j * 64 * 128, &map_a, bar, m0 + 64 * j, k0, ba);
-            }
-          } else if constexpr (kPair != Pair::share_a) {
-            tma_load_3d(a_at, &map_a, bar, k0, m0, ba);
-          } else {
-            tma_load_3d_to_pair(a_at + half * (BM / 2) * 128, &map_a, bar, k0, m0 + half * BM / 2, ba);
-          }
-          if constexpr (kTransB) {
-#pragma unroll
-            for (int j = 0; j < Cfg::kBBoxes; ++j) {
-              if constexpr (kPair != Pair::share_b) tma_load_3d(b_at + j * 64 * 128, &map_b, bar, n0 + 64 * j, k0, bb);
-              else if (j % 2 == half) tma_load_3d_to_pair(b_at + j * 64 * 128, &map_b, bar, n0 + 64 * j, k0, bb);
-            }
-          } else if constexpr (kPair != Pair::share_b) {
-            tma_load_3d(b_at, &map_b, bar, k0, n0, bb);
-          } else {
-            // BN / 2 rows: a multiple of 8 at every width, so each half starts on a swizzle repeat.
-            tma_load_3d_to_pair(b_at + half * (BN / 2) * 128, &map_b, bar, k0, n0 + half * BN / 2, bb);
-          }
+          load_operand<kTransA, kPair == Pair::share_a, BM / 64, BM>(a_at, &map_a, bar, m0, k0, ba, half);
+          load_operand<kTransB, kPair == Pair::share_b, Cfg::kBBoxes, BN>(b_at, &map_b, bar, n0, k0, bb, half);
         };
       }, first, stride);
     }

@@ -3,8 +3,6 @@
 // the *_pairs.cu files instantiate the paired blocks (Pair::share_b and Pair::share_a) of some widths.
 #pragma once
 
-#include <atomic>
-
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/launch.cuh"
 
@@ -23,17 +21,14 @@ void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMa
 // Clusters of two blocks of kKernel that fit on the device at once, asked once per kernel and device.
 template <auto kKernel>
 int max_active_pairs(int threads, size_t smem_bytes) {
-  static std::atomic<int> known[64] = {};  // 0: not asked yet
-  const int device = c10::cuda::current_device();
-  std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
-  if (slot && slot->load(std::memory_order_relaxed) > 0) return slot->load(std::memory_order_relaxed);
-  ClusterLaunch probe(dim3(2), dim3(threads), dim3(2, 1, 1), nullptr);
-  probe.config.dynamicSmemBytes = smem_bytes;
-  int clusters = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &probe.config));
-  clusters = std::max(clusters, 1);
-  if (slot) slot->store(clusters, std::memory_order_relaxed);
-  return clusters;
+  static std::atomic<int> known[64] = {};
+  return once_per_device(known, c10::cuda::current_device(), [&] {
+    ClusterLaunch probe(dim3(2), dim3(threads), dim3(2, 1, 1), nullptr);
+    probe.config.dynamicSmemBytes = smem_bytes;
+    int clusters = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kKernel, &probe.config));
+    return std::max(clusters, 1);
+  });
 }
 
 // Paired blocks: `grid` / 2 clusters of two, or as many as fit at once (a persistent grid whose later

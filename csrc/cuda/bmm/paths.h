@@ -17,6 +17,7 @@
 #pragma once
 
 #include "binding/problems.h"
+#include "cuda/bmm/pair.h"
 
 namespace tiles::cuda {
 
@@ -62,10 +63,9 @@ namespace hopper {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 // `width`: the output tile's columns, 0 to let the kernel pick (bmm/hopper.cu `plan`), or 96, 112, 128,
 // 160, 192 or 256 to force one (tests and benchmarks, through tiles::_bmm_on_path's "hopper-<width>").
-// `pair`: 0 single blocks; 1 clusters of two blocks over vertically adjacent tiles that share b's
-// loads ("hopper-<width> pair-b"), 2 horizontally adjacent ones sharing a's ("pair-a"): bf16 at 96, 128
-// and 192 columns (bmm/hopper_kernel.cuh `Pair`).
-void bmm(const BmmProblem& p, int width = 0, int pair = 0);
+// `pair`: single blocks, or clusters of two over adjacent tiles that share b's or a's loads
+// (bmm/pair.h; "hopper-<width> pair-b" / "pair-a"), built for bf16 at 96, 128 and 192 columns.
+void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none);
 // How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
 // "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
 // (few tiles over a long K: float partials of K's slices, summed afterwards); bmm/hopper.cu `plan`.
