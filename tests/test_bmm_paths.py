@@ -71,27 +71,43 @@ def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
+def b_is_k_major(b):
+    """Whether the Hopper kernel reads b ([..., k, n]) K-major (bmm/operand_layout.h: K has unit stride or
+    size 1), where one-wave products take 96-wide tiles instead of 128 (hopper_tile_width)."""
+    return b.stride(-2) == 1 or b.size(-2) == 1
+
+
 def assert_tile(a, b, width):
-    """The Hopper kernel's output tile for a and b: 128 x `width`. Checked on 132 SMs (H100 SXM, H200),
-    where the shapes of these tests were worked out against the tile-width rule (hopper_tile_width); the
-    rule counts waves, so elsewhere a shape may change width."""
+    """The Hopper kernel's output tile for a and b: 128 x `width`, where `width` is the tile for an
+    N-major b; a K-major b narrows 128 to 96 on one wave (hopper_tile_width). Checked on 132 SMs (H100
+    SXM, H200), where the shapes of these tests were worked out against the tile-width rule; the rule
+    counts waves, so elsewhere a shape may change width."""
     if sm_count() == 132:
+        batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+        if width == 128 and b_is_k_major(b):
+            width = hopper_tile_width(batch, a.shape[-2], b.shape[-1], b_k_major=True, k=a.shape[-1])
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
 HOPPER_WIDTHS = (96, 112, 128, 160, 192, 256)
 
 
-def hopper_tile_width(batch, m, n, sms=132):
+def hopper_tile_width(batch, m, n, sms=132, b_k_major=False, k=0):
     """The 16-bit Hopper kernel's tile width for a batch x m x n output (bmm/hopper.cu tile_width): the
     narrowest of 192, 128 and (only where 256-wide tiles take one wave) 160 that takes no more waves of
-    128-row tiles over the SMs than 256 columns do. 96 and 112 run by name only."""
+    128-row tiles over the SMs than 256 columns do; then 96 for a K-major b and K >= 1024 where 128 takes
+    one wave and 96 does too, with more tiles. 112 runs by name only."""
+    def tiles(width):
+        return batch * -(-m // 128) * -(-n // width)
+
     def waves(width):
-        return -(-batch * -(-m // 128) * -(-n // width) // sms)
+        return -(-tiles(width) // sms)
     width = 256
     for w in (192, 160, 128):
         if waves(w) <= waves(256) and (w % 64 == 0 or waves(256) == 1):
             width = w
+    if width == 128 and b_k_major and k >= 1024 and waves(128) == 1 and waves(96) == 1 and tiles(96) > tiles(128):
+        width = 96
     return width
 
 
@@ -343,6 +359,13 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
 # 120 of 160 and 144 of 128 (two waves); 768 x 2304 keeps 128 (108 tiles, one wave).
 WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 128), ((1, 2048, 768), 128),
                ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)]
+# With a K-major b (the input gradient g @ W^T) and K >= 1024, one-wave products narrow 128 to 96: 2048
+# x 768 is 96 tiles of 128 and 128 of 96, 2 x 128 x 256 4 and 6, but not over K = 768; 768 x 2304 stays
+# (108 of 128, 144 of 96: two waves), as do 2 x 130 x 264 (12 tiles either way), more than one wave, and
+# the wider tiles. (batch, m, n, k)
+K_MAJOR_WIDTH_CASES = [((1, 2048, 768, 1024), 96), ((1, 2048, 768, 768), 128), ((2, 128, 256, 3000), 96),
+                       ((1, 768, 2304, 4096), 128), ((2, 130, 264, 1024), 128), ((96, 1024, 64, 1024), 128),
+                       ((1, 8192, 768, 1024), 192), ((1, 768, 3072, 8192), 160)]
 
 
 def test_tile_width_tables_follow_the_rule():
@@ -350,6 +373,7 @@ def test_tile_width_tables_follow_the_rule():
     # (runs without a GPU: the tables and the comments above them are what the GPU tests assert)
     assert all(TILE_WIDTH.get(s, 128) == hopper_tile_width(*s[:3]) for s in SHAPES)
     assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
+    assert all(hopper_tile_width(*s[:3], b_k_major=True, k=s[3]) == width for s, width in K_MAJOR_WIDTH_CASES)
 
 
 @requires_cuda
@@ -362,6 +386,19 @@ def test_hopper_tile_widths(batch_m_n, width):
     b = torch.empty(batch, 512, n, dtype=torch.bfloat16, device="cuda")
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
     assert_tile(a, b, width)
+
+
+@requires_cuda
+@pytest.mark.parametrize("batch_m_n_k, width", K_MAJOR_WIDTH_CASES,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
+    hopper_expected()
+    batch, m, n, k = batch_m_n_k
+    a = torch.empty(batch, m, k, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty(batch, n, k, dtype=torch.bfloat16, device="cuda").mT
+    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    if sm_count() == 132:
+        assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
 # Every tile width by name, in every layout: 3 x 520 x 1000 over K = 200 has edge tiles in M, N (1000 is

@@ -72,7 +72,7 @@ namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
 // 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
-// so are 96 and 112 (by name only): their split counts matter only to tests and benchmarks. All timed
+// so are 96 (bmm picks it only for one-wave products, below) and 112 (by name only). All timed
 // before f4e9a22's leaner producer, which made one-wave k-blocks 5-15% faster on an H200 (NOTES.md,
 // "Pairs and the producer's k-block"): not re-fitted yet.
 double k_block_us(int bn) {
@@ -118,16 +118,22 @@ struct Plan {
 // them"). 160-wide tiles join where 256-wide ones take a single wave (before any split of K): the
 // weight gradient 768 x 3072 is 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144
 // of 128. Past one wave they stay out, since they store from registers where the others stage the store
-// under the next tile's mainloop. 96 and 112 (by name only) filled more SMs on one-wave products without
-// taking less time while the producer's own k-block loop bounded every width (NOTES.md, "Tile widths and
-// pairs"); since f4e9a22 96 runs 2048 x 768 x 3072 NT 8% faster than 128 and 2048 x 768 x 2304 NN 17%
-// slower (an N-major b in two whole boxes): untried as a rule.
+// under the next tile's mainloop. 96-wide tiles join where 128-wide ones take one wave, b is K-major and
+// K has at least 16 k-blocks: back to back on an H200 they ran 2048 x 768 x 3072 NT 8% faster than 128
+// (128 tiles of 96 on 132 SMs against 96 of 128) and 1536 x 768 x 3072 13%, but 4096 x 384 x 768 10%
+// slower, since their registers' store is not overlapped (where K is long, the shorter k-blocks pay for
+// it); an N-major b, loaded in two whole 64-column boxes, ran 17% slower (NOTES.md, "Pairs and the
+// producer's k-block"; "Tile widths on one wave"). 112 stays by name only.
 int tile_width(const BmmProblem& p, int64_t sms) {
   const int64_t tiles_m = (p.m + 127) / 128;
-  auto waves = [&](int64_t width) { return (p.batch * tiles_m * ((p.n + width - 1) / width) + sms - 1) / sms; };
+  auto tiles = [&](int64_t width) { return p.batch * tiles_m * ((p.n + width - 1) / width); };
+  auto waves = [&](int64_t width) { return (tiles(width) + sms - 1) / sms; };
   int bn = 256;
   for (const int width : {192, 160, 128})
     if (waves(width) <= waves(256) && (staged_width(width) || waves(256) == 1)) bn = width;
+  if (bn == 128 && p.k >= 16 * 64 && waves(128) == 1 && waves(96) == 1 && tiles(96) > tiles(128) &&
+      !layout_b(p).mn_major)
+    bn = 96;
   return bn;
 }
 
