@@ -6,16 +6,14 @@ ratio to torch is best: the measurement behind kContiguousThreads / kContiguousU
 Needs a CUDA GPU, nvcc and ninja; compiles contiguous_block.cu (~1-2 min) with torch's extension loader:
     python benchmarks/probes/contiguous_block.py
 WAIT_FOR=<file> compiles, then waits for that file before timing (to run beside another build)."""
-import math
 import os
-import time
+import sys
 
 import torch
-from torch.utils.cpp_extension import load
 from triton.testing import do_bench
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under `python -P`
+from probe_timing import back_to_back_ms, input_sets, load_probe, summarize  # noqa: E402
 
 # (threads, vectors per thread): the instances contiguous_block.cu compiles
 SHAPES = [(128, 1), (128, 2), (128, 4), (256, 1), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1)]
@@ -24,43 +22,12 @@ CASES = [("exp", torch.float32, (4096, 8192)), ("exp", torch.bfloat16, (4096, 81
          ("exp", torch.float32, (16384, 8192))]
 
 
-def build():
-    t0 = time.time()
-    mod = load("tiles_contiguous_block", [os.path.join(HERE, "contiguous_block.cu")],
-               extra_include_paths=[os.path.join(ROOT, "csrc"), os.path.join(ROOT, "csrc/include")],
-               extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a",
-                                  "-DTILES_WITH_CUDA"])
-    print(f"built in {time.time() - t0:.0f}s", flush=True)
-    if os.environ.get("WAIT_FOR"):  # time nothing while another build shares the CPUs
-        while not os.path.exists(os.environ["WAIT_FOR"]):
-            time.sleep(1)
-    return mod
-
-
-def back_to_back_ms(run, sets, reps=10, windows=5):
-    """Median over windows of one call's time, calls issued back to back over the rotating `sets`."""
-    for s in sets:
-        run(s)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(windows):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            for s in sets:
-                run(s)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / (reps * len(sets)))
-    return sorted(times)[windows // 2]
-
-
 def time_case(mod, op, dtype, shape, ratios):
     arity = 1 if op == "exp" else 2
     nbytes = torch.finfo(dtype).bits // 8 * shape[0] * shape[1]
-    nsets = max(4, min(16, int(2e9 // (nbytes * (arity + 1)))))  # together well past L2
-    sets = [([torch.randn(shape, device="cuda", dtype=dtype) for _ in range(arity)],
-             torch.empty(shape, device="cuda", dtype=dtype)) for _ in range(nsets)]
+    sets = input_sets(lambda: ([torch.randn(shape, device="cuda", dtype=dtype) for _ in range(arity)],
+                               torch.empty(shape, device="cuda", dtype=dtype)), nbytes * (arity + 1))
+    nsets = len(sets)
     if op == "exp":
         def torch_op(s):
             return torch.exp(s[0][0], out=s[1])
@@ -76,6 +43,7 @@ def time_case(mod, op, dtype, shape, ratios):
     for threads, unroll in SHAPES:
         def ours(s, threads=threads, unroll=unroll):
             mod.run(s[1], s[0], op, threads, unroll)
+        sets[0][1].fill_(float("nan"))  # torch's timing wrote it: a shape that skips elements must fail
         ours(sets[0])
         err = (sets[0][1].double() - ref).abs().max().item()
         tol = (1e-6 if dtype == torch.float32 else 1e-2) * max(1.0, ref.abs().max().item())
@@ -94,20 +62,13 @@ def time_case(mod, op, dtype, shape, ratios):
 
 
 def main():
-    mod = build()
+    mod = load_probe("tiles_contiguous_block", "contiguous_block.cu")
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
     ratios = {}
     for op, dtype, shape in CASES:
         time_case(mod, op, dtype, shape, ratios)
         torch.cuda.empty_cache()
-    print("ratio to torch over every case and timing:")
-    score = {}
-    for key, values in ratios.items():
-        geomean = math.exp(sum(math.log(v) for v in values) / len(values))
-        score[key] = (min(values), geomean)
-        print(f"  {key[0]:5d} x {key[1]}: worst {min(values):.3f} geomean {geomean:.3f}")
-    best = max(score, key=lambda k: (round(score[k][0], 2), score[k][1]))
-    print(f"best: {best[0]} threads x {best[1]} vectors")
+    summarize(ratios)  # keys: (threads, vectors per thread)
 
 
 if __name__ == "__main__":

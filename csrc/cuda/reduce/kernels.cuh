@@ -27,6 +27,15 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
+
+// A row kernel's block: threads, and vectors in flight per thread (template parameters, so that
+// benchmarks/probes/row_reduce_block.py can time other shapes of the same kernels).
+template <int THREADS, int UNROLL>
+struct RowBlock {
+  static constexpr int kThreads = THREADS, kUnroll = UNROLL;
+};
+using LongRowBlock = RowBlock<kThreads, kUnroll>;
+using ShortRowBlock = RowBlock<kThreads, kShortUnroll>;
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
 // A split row's segments: about 4096 vectors each (64 KiB in 16-byte vectors; rows that cannot take them
 // count single elements), longer where that would make over kMaxSplitBlocksPerSm blocks per SM, whose
@@ -102,20 +111,20 @@ __device__ __forceinline__ Acc accumulate_row(const scalar_t* row, int64_t n_vec
 // ---- rows, short: `width` lanes per row, kThreads / width rows per block -------------------------
 // 46-48 registers for float rows in 16-byte vectors, up to 62 for bf16 (ptxas, sm_90a): 4-5 blocks are
 // resident per SM.
-template <class scalar_t, ReduceFn F, int VEC>
-__global__ void __launch_bounds__(kThreads)
+template <class scalar_t, ReduceFn F, int VEC, class Block = ShortRowBlock>
+__global__ void __launch_bounds__(Block::kThreads)
 short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, StridedIndexer<1> outer,
                   int64_t num_out, int64_t num_in, int width) {
   using R = Reducer<F, opmath_t<scalar_t>>;
   using Acc = typename R::Acc;
-  const int rows_per_block = kThreads / width;
+  const int rows_per_block = Block::kThreads / width;
   const int lane = threadIdx.x % width;
   for (int64_t base = int64_t(blockIdx.x) * rows_per_block; base < num_out; base += int64_t(gridDim.x) * rows_per_block) {
     const int64_t o = base + threadIdx.x / width;  // every lane iterates alike: shuffles stay converged
     Acc acc = R::identity();
     // Rows one stride apart (the common case) skip the indexer's 64-bit divisions.
     const int64_t start = outer.ndim == 1 ? o * outer.strides[0][0] : outer.offsets(o)[0];
-    if (o < num_out) acc = accumulate_row<R, scalar_t, VEC, kShortUnroll>(x + start, num_in / VEC, lane, width, acc);
+    if (o < num_out) acc = accumulate_row<R, scalar_t, VEC, Block::kUnroll>(x + start, num_in / VEC, lane, width, acc);
     acc = group_reduce<R>(acc, width);
     if (o < num_out && lane == 0) out[o] = scalar_t(R::finish(acc, num_in));
   }
@@ -123,8 +132,8 @@ short_rows_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ x, St
 
 // ---- rows, long: a block per (row, segment); segments > 1 write partials for finish_kernel -------
 // Segment s of a row is its vectors [s * seg_vec, (s + 1) * seg_vec), the block's threads striding over them.
-template <class scalar_t, ReduceFn F, int VEC>
-__global__ void __launch_bounds__(kThreads)
+template <class scalar_t, ReduceFn F, int VEC, class Block = LongRowBlock>
+__global__ void __launch_bounds__(Block::kThreads)
 long_rows_kernel(scalar_t* __restrict__ out, acc_t<scalar_t, F>* __restrict__ partial, const scalar_t* __restrict__ x,
                  StridedIndexer<1> outer, int64_t num_out, int64_t num_in, int64_t segments, int64_t seg_vec) {
   using R = Reducer<F, opmath_t<scalar_t>>;
@@ -134,7 +143,8 @@ long_rows_kernel(scalar_t* __restrict__ out, acc_t<scalar_t, F>* __restrict__ pa
     const int64_t o = job / segments, s = job % segments;
     const int64_t begin = s * seg_vec, end = std::min(n_vec, begin + seg_vec);
     const scalar_t* segment = x + outer.offsets(o)[0] + begin * VEC;
-    Acc acc = accumulate_row<R, scalar_t, VEC, kUnroll>(segment, end - begin, threadIdx.x, kThreads, R::identity());
+    Acc acc = accumulate_row<R, scalar_t, VEC, Block::kUnroll>(segment, end - begin, threadIdx.x, Block::kThreads,
+                                                               R::identity());
     acc = block_reduce<R>(acc);
     if (threadIdx.x == 0) {
       if (segments == 1) out[o] = scalar_t(R::finish(acc, num_in));

@@ -39,7 +39,7 @@ void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <class scalar_t, ReduceFn F, int VEC>
+template <class scalar_t, ReduceFn F, int VEC, class Long = LongRowBlock, class Short = ShortRowBlock>
 void launch_rows(const ReduceProblem& p) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
@@ -50,9 +50,10 @@ void launch_rows(const ReduceProblem& p) {
     // Lanes per row: about 4 vectors per lane (enough threads in flight for short rows), at most a warp.
     int width = 1;
     while (width < kWarp && width * VEC * 4 < p.num_in) width *= 2;
-    const int64_t rows_per_block = kThreads / width;
+    const int64_t rows_per_block = Short::kThreads / width;
     const unsigned blocks = unsigned(std::min<int64_t>((p.num_out + rows_per_block - 1) / rows_per_block, sms * 16));
-    short_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(out, x, p.outer, p.num_out, p.num_in, width);
+    short_rows_kernel<scalar_t, F, VEC, Short><<<blocks, Short::kThreads, 0, current_stream()>>>(
+        out, x, p.outer, p.num_out, p.num_in, width);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
@@ -70,7 +71,7 @@ void launch_rows(const ReduceProblem& p) {
   at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
   const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
-  long_rows_kernel<scalar_t, F, VEC><<<blocks, kThreads, 0, current_stream()>>>(
+  long_rows_kernel<scalar_t, F, VEC, Long><<<blocks, Long::kThreads, 0, current_stream()>>>(
       out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments,
       seg_vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -1,0 +1,85 @@
+"""Times the row-reduction kernels' block shapes (threads x vectors in flight per thread, for long rows
+and for short ones) against torch and the read floor, flushed (do_bench) and back to back over rotating
+inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock /
+ShortRowBlock (cuda/reduce/kernels.cuh; issue 21's reductions sat at 83-92% of their floor on an H200).
+
+Needs a CUDA GPU, nvcc, ninja and the installed torch_tiles (for floors.py); compiles
+row_reduce_block.cu (~1-2 min) with torch's extension loader:
+    python benchmarks/probes/row_reduce_block.py [long|short]
+WAIT_FOR=<file> compiles, then waits for that file before timing (to run beside another build)."""
+import os
+import sys
+
+import torch
+from triton.testing import do_bench
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # also under `python -P`
+sys.path.insert(1, os.path.dirname(HERE))  # benchmarks/, for floors.py
+from probe_timing import back_to_back_ms, input_sets, load_probe, summarize  # noqa: E402
+
+# kind -> (threads, vectors per thread): the instances row_reduce_block.cu compiles; the first is today's
+SHAPES = {"long": [(256, 8), (128, 8), (128, 16), (256, 4), (256, 16), (512, 4), (512, 8), (1024, 2), (1024, 4)],
+          "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)]}
+# (fn, dtype, rows, cols): rows of 32 KiB and up take the long kernel (one row split over blocks when
+# there are few), shorter ones the short kernel
+CASES = {"long": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
+                  ("sum", torch.bfloat16, 4096, 16384), ("sum", torch.float32, 1, 1 << 28),
+                  ("sum", torch.float32, 512, 65536)],
+         "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
+                   ("max", torch.float32, 131072, 256)]}
+
+
+def torch_reduce(fn):
+    return (lambda x, out: torch.sum(x, 1, out=out)) if fn == "sum" else (lambda x, out: torch.amax(x, 1, out=out))
+
+
+def time_case(mod, kind, fn, dtype, rows, cols, ratios):
+    from floors import move_floor_ms  # imports torch_tiles: the installed build
+    x_bytes = torch.finfo(dtype).bits // 8 * rows * cols
+    sets = input_sets(lambda: (torch.randn(rows, cols, device="cuda", dtype=dtype),
+                               torch.empty(rows, device="cuda", dtype=dtype)), x_bytes)
+    ref = torch_reduce(fn)(sets[0][0].double(), torch.empty(rows, device="cuda", dtype=torch.float64))
+
+    def torch_op(s):
+        torch_reduce(fn)(s[0], s[1])
+    torch_flushed = [do_bench(lambda: torch_op(sets[0]), rep=200, return_mode="median")]
+    torch_b2b = [back_to_back_ms(torch_op, sets)]
+    out_rows = []
+    for threads, unroll in SHAPES[kind]:
+        def ours(s, threads=threads, unroll=unroll):
+            mod.run(s[1], s[0], fn, kind, threads, unroll)
+        sets[0][1].fill_(float("nan"))  # torch's timing wrote it: a shape that skips rows must fail
+        ours(sets[0])
+        err = (sets[0][1].double() - ref).abs().max().item()
+        tol = (1e-5 if dtype == torch.float32 else 2e-2) * max(1.0, ref.abs().max().item())
+        assert err <= tol, (fn, dtype, rows, cols, threads, unroll, err)
+        out_rows.append((threads, unroll, do_bench(lambda: ours(sets[0]), rep=200, return_mode="median"),
+                         back_to_back_ms(ours, sets)))
+    torch_flushed.append(do_bench(lambda: torch_op(sets[0]), rep=200, return_mode="median"))
+    torch_b2b.append(back_to_back_ms(torch_op, sets))
+    tf, tb = min(torch_flushed), min(torch_b2b)
+    floor_flushed, floor_b2b = move_floor_ms(x_bytes, rows * torch.finfo(dtype).bits // 8)
+    print(f"{fn} {str(dtype)[6:]} {rows}x{cols} dim1: torch flushed {tf * 1e3:.1f} us, back to back "
+          f"{tb * 1e3:.1f} us; floor {floor_flushed * 1e3:.1f} / {floor_b2b * 1e3:.1f} us ({len(sets)} input sets)")
+    for threads, unroll, flushed, b2b in out_rows:
+        print(f"  {kind} {threads:5d} x {unroll:2d}: flushed {flushed * 1e3:7.1f} us {tf / flushed:5.3f}x "
+              f"{100 * floor_flushed / flushed:5.1f}% of floor   b2b {b2b * 1e3:7.1f} us {tb / b2b:5.3f}x "
+              f"{100 * floor_b2b / b2b:5.1f}%")
+        ratios.setdefault((kind, threads, unroll), []).extend([tf / flushed, tb / b2b])
+
+
+def main():
+    kinds = sys.argv[1:] or ["long", "short"]
+    mod = load_probe("tiles_row_reduce_block", "row_reduce_block.cu")
+    print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
+    for kind in kinds:
+        ratios = {}
+        for fn, dtype, rows, cols in CASES[kind]:
+            time_case(mod, kind, fn, dtype, rows, cols, ratios)
+            torch.cuda.empty_cache()
+        summarize(ratios)  # keys: (kind, threads, vectors per thread)
+
+
+if __name__ == "__main__":
+    main()
