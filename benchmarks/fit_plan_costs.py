@@ -41,7 +41,9 @@ def samples(rows, sms):
         tile_rows, tile_cols = (int(x) for x in row["tile"].split("x"))
         tiles = batch * math.ceil(rows_ / tile_rows) * math.ceil(cols / tile_cols)
         waves, k_blocks = math.ceil(tiles / sms), math.ceil(k / K_BLOCK[prec])
-        width = max(tile_rows, tile_cols)  # the Q side (TF32 names swapped tiles rows x columns)
+        # the tile's width: its columns (128 x 96 is 96 wide), but TF32 names swapped tiles rows x
+        # columns, so there the wider side
+        width = max(tile_rows, tile_cols) if prec == "tf32" else tile_cols
         transposing = prec == "tf32" and layout == "TN"
         out[(prec, width, transposing)].append((waves * k_blocks, waves, row["tiles_ms"] * 1e3))
     return out

@@ -363,7 +363,7 @@ WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 12
 # x 768 is 96 tiles of 128 and 128 of 96, 2 x 128 x 256 4 and 6, but not over K = 768; 768 x 2304 stays
 # (108 of 128, 144 of 96: two waves), as do 2 x 130 x 264 (12 tiles either way), more than one wave, and
 # the wider tiles. (batch, m, n, k)
-K_MAJOR_WIDTH_CASES = [((1, 2048, 768, 1024), 96), ((1, 2048, 768, 768), 128), ((2, 128, 256, 3000), 96),
+K_MAJOR_WIDTH_CASES = [((1, 2048, 768, 1024), 96), ((1, 2048, 768, 768), 128), ((2, 128, 256, 1024), 96),
                        ((1, 768, 2304, 4096), 128), ((2, 130, 264, 1024), 128), ((96, 1024, 64, 1024), 128),
                        ((1, 8192, 768, 1024), 192), ((1, 768, 3072, 8192), 160)]
 
@@ -396,14 +396,14 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
     batch, m, n, k = batch_m_n_k
     a = torch.empty(batch, m, k, dtype=torch.bfloat16, device="cuda")
     b = torch.empty(batch, n, k, dtype=torch.bfloat16, device="cuda").mT
-    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert torch.ops.tiles._bmm_path(a, b).startswith(HOPPER)  # few tiles over a long K may split it
     if sm_count() == 132:
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
 # Every tile width by name, in every layout: 3 x 520 x 1000 over K = 200 has edge tiles in M, N (1000 is
 # no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
-# several tiles at the widths bmm never picks (96, 112) or picks for one wave only (160); N = 1002 stores
+# several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160); N = 1002 stores
 # directly at every width.
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
@@ -512,8 +512,8 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
 
 
 # Few output tiles over a long K: the 16-bit kernel splits K (bmm/hopper.cu `plan`, costed per split
-# count) and each slice's float partials are summed in slice order. One tile over K = 8192 takes 8 slices
-# on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 4 (edge tiles in M and N, an
+# count) and each slice's float partials are summed in slice order. One tile over K = 8192 (two 96-wide
+# ones where b is K-major) takes 8 slices on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 4 (edge tiles in M and N, an
 # odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 two.
 HALF_SPLIT_K_SHAPES = [(1, 128, 128, 8192), (2, 200, 131, 4100), (1, 300, 264, 3000)]
 

@@ -119,9 +119,9 @@ struct Plan {
 // weight gradient 768 x 3072 is 96 tiles of 192 columns, 120 of 160 (0.90x the time on an H200), and 144
 // of 128. Past one wave they stay out, since they store from registers where the others stage the store
 // under the next tile's mainloop. 96-wide tiles join where 128-wide ones take one wave, b is K-major and
-// K has at least 16 k-blocks: back to back on an H200 they ran 2048 x 768 x 3072 NT 8% faster than 128
-// (128 tiles of 96 on 132 SMs against 96 of 128) and 1536 x 768 x 3072 13%, but 4096 x 384 x 768 10%
-// slower, since their registers' store is not overlapped (where K is long, the shorter k-blocks pay for
+// K has at least 16 k-blocks: back to back on an H200 they took 0.91x 128's time on 2048 x 768 x 3072 NT
+// (128 tiles of 96 on 132 SMs against 96 of 128) and 0.87x on 1536 x 768 x 3072, but 1.11x on 4096 x 384 x
+// 768, since their registers' store is not overlapped (where K is long, the shorter k-blocks pay for
 // it); an N-major b, loaded in two whole 64-column boxes, ran 17% slower (NOTES.md, "Pairs and the
 // producer's k-block"; "Tile widths on one wave"). 112 stays by name only.
 int tile_width(const BmmProblem& p, int64_t sms) {

@@ -65,8 +65,8 @@ template <int BN>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
-  // that a block has no next mainloop to hide a staged store under (split-K may add waves); 96 and 112
-  // run by name only (bmm/hopper.cu tile_width). An N-major b of these widths is read by wgmma as 1.5
+  // that a block has no next mainloop to hide a staged store under (split-K may add waves), and 96 for
+  // one-wave products with a K-major b over a long K; 112 runs by name only (bmm/hopper.cu tile_width). An N-major b of these widths is read by wgmma as 1.5
   // (96), 1.75 (112) or 2.5 (160) of the 128-byte-swizzled 64-column blocks: not one of PTX's canonical
   // MN-major layouts (CUTLASS would take the 64-byte swizzle), but what the H200 computes correctly in
   // every layout (tests/test_bmm_paths.py test_hopper_tile_width_by_name).

@@ -59,9 +59,10 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 4;  // vectors in flight per thread and operand
 
 // The contiguous kernel's block: threads, and vectors in flight per thread and operand. Small blocks of
-// one 16-byte vector a thread, as PyTorch's vectorized kernel launches (128 threads, 8 elements a thread
-// for 4-byte types), beat the 256 x 4 shared with the other kernels by 3-5% on an H200 (exp fp32 / bf16
-// 4096 x 8192 from 0.96x of torch.exp to 1.00-1.01x; NOTES.md, "The contiguous kernel's block").
+// one 16-byte vector a thread (PyTorch's vectorized kernel runs 128 threads of 8 elements: one vector
+// for 16-bit types, two for float32) beat the 256 x 4 shared with the other kernels by 3-5% on an H200,
+// and 128 x 2 by 1-2% (exp fp32 / bf16 4096 x 8192 from 0.96x of torch.exp to 1.00-1.01x; NOTES.md,
+// "The contiguous kernel's block").
 constexpr int kContiguousThreads = 128;
 constexpr int kContiguousUnroll = 1;
 
