@@ -49,13 +49,11 @@ def _cases():
             c.append((f"map {fn} fp32 {rows}x{cols}", lambda r=rows, k=cols: (_rand(r, k),),
                       lambda x, f=fn: T.map(x, f), torch_fn))
     # Their gradients from what autograd saves: gelu's input, tanh's output. Both sides call an
-    # operator overload (what autograd calls), each from a lambda (see run_case).
+    # operator overload (what autograd calls), each from one lambda (run_case adds PyTorch's).
     c.append(("map gelu gradient fp32 64x256", lambda: (_rand(64, 256), _rand(64, 256)),
-              lambda g, x: T._map_backward.default(g, x, "gelu"),
-              lambda g, x: torch.ops.aten.gelu_backward.default(g, x)))
+              lambda g, x: T._map_backward.default(g, x, "gelu"), torch.ops.aten.gelu_backward.default))
     c.append(("map tanh gradient fp32 64x256", lambda: (_rand(64, 256), torch.tanh(_rand(64, 256))),
-              lambda g, y: T._map_backward.default(g, y, "tanh"),
-              lambda g, y: torch.ops.aten.tanh_backward.default(g, y)))
+              lambda g, y: T._map_backward.default(g, y, "tanh"), torch.ops.aten.tanh_backward.default))
     c.append(("zip add fp32 2048x4096 + row 4096", lambda: (_rand(M, N), _rand(N)),
               lambda a, b: T.zip(a, b, "add"), torch.add))
     c.append(("zip mul fp32 2048x4096 same layout", lambda: (_rand(M, N), _rand(M, N)),
