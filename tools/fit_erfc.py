@@ -1,21 +1,15 @@
-"""Prints the coefficients of the CPU kernels' float erfc polynomial (csrc/cpu/simd_body.h, verfc_ge1).
+"""Prints the coefficients of the CPU kernels' float erfc polynomial (csrc/cpu/simd_body.h, erfcx_to_4).
 
-erfc(a) = exp(-a^2) g(a) for a >= 1, where g(a) = erfc(a) exp(a^2) falls smoothly from 0.76 to 0.14 on
-[1, 4]. The polynomial is g's Chebyshev interpolant of degree 12 on [1, 4], written in powers of
-t = (2a - 5) / 3 (in [-1, 1], so Horner's rule in float32 stays accurate), and the script reports its
-largest relative error against math.erfc when evaluated in float32 arithmetic.
-
-It also prints the polynomial behind gelu (vone_plus_erf): g on [0, 4] in powers of t = 1 / (1 + P a),
-P = 0.47, degree 7 (g(0) = 1, and t stays in (0, 1], so no cancellation at a = 0 and a few terms suffice),
-the Chebyshev interpolant in t's range converted to powers of t, with its float32 relative error.
+erfc(a) = exp(-a^2) g(a), where g(a) = erfc(a) exp(a^2) falls smoothly from 1 to 0.14 on [0, 4]. The
+polynomial is g in powers of t = 1 / (1 + P a), P = 0.47, degree 7 (g(0) = 1, and t stays in (0, 1], so
+no cancellation at a = 0 and a few terms suffice): the Chebyshev interpolant in t's range converted to
+powers of t. The script reports its largest relative error against math.erfc when evaluated in float32
+arithmetic (t included). erf's tail (verfc) and gelu's 1 + erf (vone_plus_erf) both use it.
 
     python tools/fit_erfc.py
 """
 import math
 import struct
-
-DEGREE, LO, HI = 12, 1.0, 4.0
-
 
 def g(a):
     return math.erfc(a) * math.exp(a * a)
@@ -48,7 +42,7 @@ def f32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
-GELU_DEGREE, GELU_P, GELU_HI = 7, 0.47, 4.0
+GELU_DEGREE, GELU_P, GELU_HI = 7, 0.47, 4.0  # degree, t = 1 / (1 + P a), a in [0, HI]
 
 
 def power_in(power_u, scale, offset):
@@ -87,20 +81,8 @@ def gelu_fit():
 
 
 def main():
-    power = power_coefficients(chebyshev_coefficients(g, LO, HI, DEGREE))
-    coeffs = [f32(x) for x in power]
-    worst = 0.0
-    for i in range(4001):
-        a = f32(LO + (HI - LO) * i / 4000)
-        t = f32(f32(2 * a - (LO + HI)) / (HI - LO))
-        v = coeffs[-1]
-        for c in reversed(coeffs[:-1]):
-            v = f32(f32(v * t) + c)
-        worst = max(worst, abs(v / g(a) - 1))
-    print("highest power first:", ", ".join(f"{c:.9g}f" for c in reversed(power)))
-    print(f"largest relative error of g in float32 arithmetic on [{LO}, {HI}]: {worst:.2e}")
     power, worst = gelu_fit()
-    print(f"gelu: g on [0, {GELU_HI}] in t = 1 / (1 + {GELU_P} a), highest power first:",
+    print(f"g on [0, {GELU_HI}] in t = 1 / (1 + {GELU_P} a), highest power first:",
           ", ".join(f"{c:.9g}f" for c in reversed(power)))
     print(f"largest relative error of g in float32 arithmetic on [0, {GELU_HI}]: {worst:.2e}")
 

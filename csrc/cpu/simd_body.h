@@ -262,20 +262,22 @@ template <class V> inline V vabs(V x) {
   return (V)((M)x & splat<M>(std::numeric_limits<elem_t<M>>::max()));
 }
 
-// erfc(a) for a >= 1 in float lanes: exp(-a²) g(a), with g(a) = erfc(a) exp(a²) a degree-12 polynomial
-// in t = (2a - 5) / 3 fitted on [1, 4] (tools/fit_erfc.py prints it and its relative error in float
-// arithmetic, 1.4e-7). Past 4, where erfc is below 1.6e-8, g(4) stands in (erfc comes out too large by
-// up to a factor a / 4, absolute error below 1e-8). erfc_scale is g alone, for callers that have exp(-a²).
-TILES_VECTOR_MATH vf erfc_scale(vf a) {
-  const vf t = ((a > 4.0f ? splat<vf>(4.0f) : a) * 2.0f - 5.0f) * (1.0f / 3.0f);
-  constexpr float kG[] = {1.3365836e-05f,  -3.68889106e-05f, 5.63035761e-05f, -0.000144057793f, 0.000412986923f,
-                          -0.00101700894f, 0.00240248743f,   -0.00556738032f, 0.0124895204f,    -0.0270057169f,
-                          0.0561104882f,   -0.111521005f,    0.210806364f};  // highest power first
-  vf p = splat<vf>(kG[0]);
-  for (int i = 1; i < int(sizeof(kG) / sizeof(kG[0])); ++i) p = p * t + kG[i];
+// g(a) = erfc(a) exp(a²) for 0 <= a <= 4 (past 4, where erfc is below 1.6e-8, g(4) stands in): a
+// degree-7 polynomial in t = 1 / (1 + 0.47 a), which runs from 1 to 0.35 as g falls from 1 to 0.14
+// (tools/fit_erfc.py prints it: 3.4e-7 relative in float arithmetic, mostly t's rounding). erf's tail
+// and gelu's 1 + erf both take erfc from it.
+TILES_VECTOR_MATH vf erfcx_to_4(vf a) {
+  const vf t = vrecip((a > 4.0f ? splat<vf>(4.0f) : a) * 0.47f + 1.0f);
+  constexpr float kP[] = {0.0979262986f, -0.465801151f, 0.698072061f,  -0.223373237f,
+                          0.396625496f,  0.22655685f,   0.270278774f, -0.000285057393f};  // highest power first
+  vf p = splat<vf>(kP[0]);
+  for (int i = 1; i < int(sizeof(kP) / sizeof(kP[0])); ++i) p = p * t + kP[i];
   return p;
 }
-TILES_VECTOR_MATH vf verfc_ge1(vf a) { return vexp(-(a * a)) * erfc_scale(a); }
+
+// erfc(a) for a >= 0 in float lanes: exp(-a²) g(a); past 4, where erfc is below 1.6e-8, g(4) stands in
+// (erfc comes out too large by up to a factor a / 4, absolute error below 1e-8).
+TILES_VECTOR_MATH vf verfc(vf a) { return vexp_nonpositive(-(a * a)) * erfcx_to_4(a); }
 
 // The Taylor coefficients of erf(x) / x in powers of x²: (2 / √π) (-1)^n / (n! (2n + 1)).
 constexpr float erf_taylor(int n) {
@@ -295,20 +297,8 @@ TILES_VECTOR_MATH vf erf_over_x(vf x) {
 TILES_VECTOR_MATH vf verf(vf x) {
   const vf a = vabs(x);
   const vu sign = (vu)x & 0x80000000u;
-  const vf tail = (vf)((vu)(1.0f - verfc_ge1(a)) | sign);
+  const vf tail = (vf)((vu)(1.0f - verfc(a)) | sign);
   return a < 1.0f ? x * erf_over_x(x) : tail;
-}
-
-// g(a) = erfc(a) exp(a²) for 0 <= a <= 4 (past 4, where erfc is below 1.6e-8, g(4) stands in): a
-// degree-7 polynomial in t = 1 / (1 + 0.47 a), which runs from 1 to 0.35 as g falls from 1 to 0.14
-// (tools/fit_erfc.py prints it: 3.4e-7 relative in float arithmetic, mostly t's rounding).
-TILES_VECTOR_MATH vf erfcx_to_4(vf a) {
-  const vf t = vrecip((a > 4.0f ? splat<vf>(4.0f) : a) * 0.47f + 1.0f);
-  constexpr float kP[] = {0.0979262986f, -0.465801151f, 0.698072061f,  -0.223373237f,
-                          0.396625496f,  0.22655685f,   0.270278774f, -0.000285057393f};  // highest power first
-  vf p = splat<vf>(kP[0]);
-  for (int i = 1; i < int(sizeof(kP) / sizeof(kP[0])); ++i) p = p * t + kP[i];
-  return p;
 }
 
 // 2 Φ(x √2) = 1 + erf(x), for gelu: erfc(|x|) (x < 0) or 2 - erfc(|x|), so neither side cancels (the
