@@ -10,7 +10,8 @@ template <class T, class Op, int TH, int UN>
 void go(torch::Tensor out, std::vector<torch::Tensor> ins) {
   Operands<T, Op::kArity> in;
   for (int k = 0; k < Op::kArity; ++k) in.ptr[k] = reinterpret_cast<const T*>(ins[k].const_data_ptr());
-  launch_contiguous<T, Op, 16 / sizeof(T), TH, UN>(reinterpret_cast<T*>(out.data_ptr()), in, out.numel(), current_stream());
+  launch_contiguous<T, Op, 16 / sizeof(T), BlockShape<TH, UN>>(reinterpret_cast<T*>(out.data_ptr()), in, out.numel(),
+                                                               current_stream());
 }
 
 template <class T, class Op>

@@ -1,6 +1,6 @@
 """Times the contiguous elementwise kernel's block shapes (threads x vectors in flight per thread)
 against torch, flushed (do_bench) and back to back over rotating inputs, and prints the shape whose worst
-ratio to torch is best: the measurement behind kContiguousThreads / kContiguousUnroll
+ratio to torch is best: the measurement behind ContiguousBlock
 (cuda/elementwise/kernels.cuh; benchmarks/NOTES.md, "The contiguous kernel's block").
 
 Needs a CUDA GPU, nvcc and ninja; compiles contiguous_block.cu (~1-2 min) with torch's extension loader:

@@ -7,6 +7,7 @@
 namespace {
 
 using namespace tiles;
+using namespace tiles::cuda;
 using namespace tiles::cuda::reduce_detail;
 
 // The problem the binding builds for reducing the last dim of a contiguous [rows, cols] x.
@@ -25,9 +26,9 @@ void go(const ReduceProblem& p) {
 template <class T, ReduceFn F>
 bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem& p) {
 #define LONG(A, B) \
-  if (kind == "long" && threads == A && unroll == B) return go<T, F, RowBlock<A, B>, ShortRowBlock>(p), true;
+  if (kind == "long" && threads == A && unroll == B) return go<T, F, BlockShape<A, B>, ShortRowBlock>(p), true;
 #define SHORT(A, B) \
-  if (kind == "short" && threads == A && unroll == B) return go<T, F, LongRowBlock, RowBlock<A, B>>(p), true;
+  if (kind == "short" && threads == A && unroll == B) return go<T, F, LongRowBlock, BlockShape<A, B>>(p), true;
   LONG(128, 8) LONG(128, 16) LONG(256, 4) LONG(256, 8) LONG(256, 16) LONG(512, 4) LONG(512, 8) LONG(1024, 2)
   LONG(1024, 4)
   SHORT(128, 4) SHORT(256, 2) SHORT(256, 4) SHORT(256, 8) SHORT(512, 4)

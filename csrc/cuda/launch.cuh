@@ -26,6 +26,13 @@ inline int64_t l2_bytes() {
   return bytes;
 }
 
+// A kernel's block shape as a template parameter: threads, and vectors in flight per thread (and
+// operand), so that benchmarks/probes/ can time other shapes of the product's own kernels.
+template <int THREADS, int UNROLL>
+struct BlockShape {
+  static constexpr int kThreads = THREADS, kUnroll = UNROLL;
+};
+
 // `ask()`, a positive number, for `device`, asked once per device and per `known` (each caller's own
 // static array; 0: not asked yet). Devices past 64 ask every time.
 template <class Ask>

@@ -66,10 +66,11 @@ struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
   // that a block has no next mainloop to hide a staged store under (split-K may add waves), and 96 for
-  // one-wave products with a K-major b over a long K; 112 runs by name only (bmm/hopper.cu tile_width). An N-major b of these widths is read by wgmma as 1.5
-  // (96), 1.75 (112) or 2.5 (160) of the 128-byte-swizzled 64-column blocks: not one of PTX's canonical
-  // MN-major layouts (CUTLASS would take the 64-byte swizzle), but what the H200 computes correctly in
-  // every layout (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
+  // one-wave products with a K-major b over a long K; 112 runs by name only (bmm/hopper.cu tile_width).
+  // An N-major b of these widths is read by wgmma as 1.5 (96), 1.75 (112) or 2.5 (160) of the
+  // 128-byte-swizzled 64-column blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take
+  // the 64-byte swizzle), but what the H200 computes correctly in every layout
+  // (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
   static_assert(BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 96, 112, 128, 160, 192 or 256 columns wide");
   static constexpr bool kStagedStores = BN % 64 == 0;
@@ -420,7 +421,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     int previous = -1;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       mbarrier_wait(full_at + 8 * ring.s, ring.phase);
-      const uint32_t a = stages_at + ring.s * Cfg::kStageBytes + w * kBox, b = stages_at + ring.s * Cfg::kStageBytes + Cfg::kABytes;
+      const uint32_t stage = stages_at + ring.s * Cfg::kStageBytes, a = stage + w * kBox, b = stage + Cfg::kABytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {

@@ -63,8 +63,7 @@ constexpr int kUnroll = 4;  // vectors in flight per thread and operand
 // for 16-bit types, two for float32) beat the 256 x 4 shared with the other kernels by 3-5% on an H200,
 // and 128 x 2 by 1-2% (exp fp32 / bf16 4096 x 8192 from 0.96x of torch.exp to 1.00-1.01x; NOTES.md,
 // "The contiguous kernel's block").
-constexpr int kContiguousThreads = 128;
-constexpr int kContiguousUnroll = 1;
+using ContiguousBlock = BlockShape<128, 1>;
 
 template <class scalar_t, class Op, int VEC>
 __device__ __forceinline__ Vec<scalar_t, VEC> apply_vec(const Vec<scalar_t, VEC> (&in)[Op::kArity]) {
@@ -81,10 +80,10 @@ __device__ __forceinline__ Vec<scalar_t, VEC> apply_vec(const Vec<scalar_t, VEC>
 }
 
 // ---- contiguous: the flat range [0, n), VEC elements per access -----------------------------------
-template <class scalar_t, class Op, int VEC, int THREADS = kContiguousThreads, int UNROLL = kContiguousUnroll>
-__global__ void __launch_bounds__(THREADS)
+template <class scalar_t, class Op, int VEC, class Block = ContiguousBlock>
+__global__ void __launch_bounds__(Block::kThreads)
 contiguous_kernel(scalar_t* __restrict__ out, Operands<scalar_t, Op::kArity> in, int64_t n) {
-  constexpr int N = Op::kArity;
+  constexpr int N = Op::kArity, THREADS = Block::kThreads, UNROLL = Block::kUnroll;
   using V = Vec<scalar_t, VEC>;
   const int64_t n_vec = n / VEC;
   const int64_t step = int64_t(THREADS) * UNROLL;

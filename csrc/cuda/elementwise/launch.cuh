@@ -31,13 +31,15 @@ void launch_strided(scalar_t* out, const void* const* ptrs, const StridedIndexer
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The contiguous kernel over [0, n): one chunk of THREADS * UNROLL vectors per block (the grid-stride loop
-// then runs once) up to 2^20 blocks, measured a little faster than a persistent grid of a few blocks per SM.
-template <class scalar_t, class Op, int VEC, int THREADS = kContiguousThreads, int UNROLL = kContiguousUnroll>
+// The contiguous kernel over [0, n): one chunk of a block's threads x vectors per block (the grid-stride
+// loop then runs once) up to 2^20 blocks, measured a little faster than a persistent grid of a few blocks
+// per SM.
+template <class scalar_t, class Op, int VEC, class Block = ContiguousBlock>
 void launch_contiguous(scalar_t* out, const Operands<scalar_t, Op::kArity>& in, int64_t n, cudaStream_t stream) {
-  const int64_t chunks = ((n + VEC - 1) / VEC + THREADS * UNROLL - 1) / (THREADS * UNROLL);
+  constexpr int64_t kChunk = Block::kThreads * Block::kUnroll;
+  const int64_t chunks = ((n + VEC - 1) / VEC + kChunk - 1) / kChunk;
   const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t(1) << 20)));
-  contiguous_kernel<scalar_t, Op, VEC, THREADS, UNROLL><<<blocks, THREADS, 0, stream>>>(out, in, n);
+  contiguous_kernel<scalar_t, Op, VEC, Block><<<blocks, Block::kThreads, 0, stream>>>(out, in, n);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -27,15 +27,8 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
-
-// A row kernel's block: threads, and vectors in flight per thread (template parameters, so that
-// benchmarks/probes/row_reduce_block.py can time other shapes of the same kernels).
-template <int THREADS, int UNROLL>
-struct RowBlock {
-  static constexpr int kThreads = THREADS, kUnroll = UNROLL;
-};
-using LongRowBlock = RowBlock<kThreads, kUnroll>;
-using ShortRowBlock = RowBlock<kThreads, kShortUnroll>;
+using LongRowBlock = BlockShape<kThreads, kUnroll>;  // the row kernels' blocks (cuda/launch.cuh BlockShape)
+using ShortRowBlock = BlockShape<kThreads, kShortUnroll>;
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
 // A split row's segments: about 4096 vectors each (64 KiB in 16-byte vectors; rows that cannot take them
 // count single elements), longer where that would make over kMaxSplitBlocksPerSm blocks per SM, whose
