@@ -27,7 +27,11 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
-using LongRowBlock = BlockShape<kThreads, kUnroll>;  // the row kernels' blocks (cuda/launch.cuh BlockShape)
+// The row kernels' blocks (cuda/launch.cuh BlockShape), from benchmarks/probes/row_reduce_block.py on the
+// H200 (NOTES.md, nineteenth session): whole long rows run best on 128 threads; rows split into segments
+// (few rows) on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on one 2^28-element row.
+using LongRowBlock = BlockShape<128, kUnroll>;
+using SplitRowBlock = BlockShape<1024, 2>;
 using ShortRowBlock = BlockShape<kThreads, kShortUnroll>;
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
 // A split row's segments: about 4096 vectors each (64 KiB in 16-byte vectors; rows that cannot take them

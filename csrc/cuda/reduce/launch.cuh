@@ -39,7 +39,8 @@ void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <class scalar_t, ReduceFn F, int VEC, class Long = LongRowBlock, class Short = ShortRowBlock>
+template <class scalar_t, ReduceFn F, int VEC, class Long = LongRowBlock, class Short = ShortRowBlock,
+          class Split = SplitRowBlock>
 void launch_rows(const ReduceProblem& p) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
@@ -71,9 +72,12 @@ void launch_rows(const ReduceProblem& p) {
   at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
   const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
-  long_rows_kernel<scalar_t, F, VEC, Long><<<blocks, Long::kThreads, 0, current_stream()>>>(
-      out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments,
-      seg_vec);
+  if (segments == 1)
+    long_rows_kernel<scalar_t, F, VEC, Long><<<blocks, Long::kThreads, 0, current_stream()>>>(
+        out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
+  else
+    long_rows_kernel<scalar_t, F, VEC, Split><<<blocks, Split::kThreads, 0, current_stream()>>>(
+        out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
