@@ -18,27 +18,39 @@ ReduceProblem rows_problem(const at::Tensor& out, const at::Tensor& x, ReduceFn 
   return p;
 }
 
-template <class T, ReduceFn F, class Long, class Short>
+template <class T, ReduceFn F, class Long, class Short, class Split>
 void go(const ReduceProblem& p) {
-  launch_rows<T, F, 16 / sizeof(T), Long, Short>(p);
+  launch_rows<T, F, 16 / sizeof(T), Long, Short, Split>(p);
 }
 
 template <class T, ReduceFn F>
 bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem& p) {
-#define LONG(A, B) \
-  if (kind == "long" && threads == A && unroll == B) return go<T, F, BlockShape<A, B>, ShortRowBlock>(p), true;
+  // Each kind varies one of launch_rows's three blocks and keeps the product's other two.
+#define WHOLE(A, B)                                    \
+  if (kind == "whole" && threads == A && unroll == B) \
+    return go<T, F, BlockShape<A, B>, ShortRowBlock, SplitRowBlock>(p), true;
+#define SPLIT(A, B)                                    \
+  if (kind == "split" && threads == A && unroll == B) \
+    return go<T, F, LongRowBlock, ShortRowBlock, BlockShape<A, B>>(p), true;
+#define LONG_SHAPES(X) \
+  X(128, 8) X(128, 16) X(256, 4) X(256, 8) X(256, 16) X(512, 4) X(512, 8) X(1024, 2) X(1024, 4)
+  LONG_SHAPES(WHOLE)
+  LONG_SHAPES(SPLIT)
+  if (kind == "short") {
 #define SHORT(A, B) \
-  if (kind == "short" && threads == A && unroll == B) return go<T, F, LongRowBlock, BlockShape<A, B>>(p), true;
-  LONG(128, 8) LONG(128, 16) LONG(256, 4) LONG(256, 8) LONG(256, 16) LONG(512, 4) LONG(512, 8) LONG(1024, 2)
-  LONG(1024, 4)
-  SHORT(128, 4) SHORT(256, 2) SHORT(256, 4) SHORT(256, 8) SHORT(512, 4)
-#undef LONG
+  if (threads == A && unroll == B) return go<T, F, LongRowBlock, BlockShape<A, B>, SplitRowBlock>(p), true;
+    SHORT(128, 4) SHORT(256, 2) SHORT(256, 4) SHORT(256, 8) SHORT(512, 4)
+  }
+#undef WHOLE
+#undef SPLIT
+#undef LONG_SHAPES
 #undef SHORT
   return false;
 }
 
-// out[r] = fn over x[r, :]; kind "long" varies the long-row block, "short" the short-row one (rows shorter
-// than kBlockRowMinBytes take the short kernel whatever the kind: the caller picks matching shapes).
+// out[r] = fn over x[r, :]; kind "whole" varies the block of long rows read whole, "split" that of long
+// rows split into segments (few rows), "short" that of short rows. Which kernel a shape of x takes is
+// launch_rows's choice whatever the kind: the caller picks matching shapes.
 void run(at::Tensor out, at::Tensor x, const std::string& fn, const std::string& kind, int64_t threads,
          int64_t unroll) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && out.numel() == x.size(0), "row_reduce_block: bad arguments");

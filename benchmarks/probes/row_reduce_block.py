@@ -1,11 +1,11 @@
 """Times the row-reduction kernels' block shapes (threads x vectors in flight per thread, for long rows
 and for short ones) against torch and the read floor, flushed (do_bench) and back to back over rotating
-inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock /
-ShortRowBlock (cuda/reduce/kernels.cuh; issue 21's reductions sat at 83-92% of their floor on an H200).
+inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock,
+SplitRowBlock and ShortRowBlock (cuda/reduce/kernels.cuh; NOTES.md "Row reductions: block shapes").
 
 Needs a CUDA GPU, nvcc, ninja and the installed torch_tiles (for floors.py); compiles
 row_reduce_block.cu (~1-2 min) with torch's extension loader:
-    python benchmarks/probes/row_reduce_block.py [long|short]
+    python benchmarks/probes/row_reduce_block.py [whole|split|short]
 WAIT_FOR=<file> compiles, then waits for that file before timing (to run beside another build)."""
 import os
 import sys
@@ -19,13 +19,17 @@ sys.path.insert(1, os.path.dirname(HERE))  # benchmarks/, for floors.py
 from probe_timing import back_to_back_ms, input_sets, load_probe, summarize  # noqa: E402
 
 # kind -> (threads, vectors per thread): the instances row_reduce_block.cu compiles; the first is today's
-SHAPES = {"long": [(256, 8), (128, 8), (128, 16), (256, 4), (256, 16), (512, 4), (512, 8), (1024, 2), (1024, 4)],
+# (cuda/reduce/kernels.cuh LongRowBlock, SplitRowBlock, ShortRowBlock)
+LONG_SHAPES = [(128, 16), (256, 4), (256, 8), (256, 16), (512, 4), (512, 8), (1024, 4)]
+SHAPES = {"whole": [(128, 8), (1024, 2)] + LONG_SHAPES,
+          "split": [(1024, 2), (128, 8)] + LONG_SHAPES,
           "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)]}
-# (fn, dtype, rows, cols): rows of 32 KiB and up take the long kernel (one row split over blocks when
-# there are few), shorter ones the short kernel
-CASES = {"long": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
-                  ("sum", torch.bfloat16, 4096, 16384), ("sum", torch.float32, 1, 1 << 28),
-                  ("sum", torch.float32, 512, 65536)],
+# (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, split into segments when there are
+# fewer than 16 per SM (launch_rows); shorter rows take a group of lanes each
+CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
+                   ("sum", torch.bfloat16, 4096, 16384)],
+         "split": [("sum", torch.float32, 1, 1 << 28), ("sum", torch.float32, 512, 65536),
+                   ("sum", torch.bfloat16, 8, 1 << 25)],
          "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
                    ("max", torch.float32, 131072, 256)]}
 
@@ -70,7 +74,7 @@ def time_case(mod, kind, fn, dtype, rows, cols, ratios):
 
 
 def main():
-    kinds = sys.argv[1:] or ["long", "short"]
+    kinds = sys.argv[1:] or ["whole", "split", "short"]
     mod = load_probe("tiles_row_reduce_block", "row_reduce_block.cu")
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
     for kind in kinds:
