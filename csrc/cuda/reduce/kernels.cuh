@@ -25,11 +25,12 @@ namespace reduce_detail {
 
 constexpr int kWarp = 32;
 constexpr int kThreads = 256;
-constexpr int kUnroll = 8;       // vectors in flight per thread on long rows
+constexpr int kUnroll = 8;       // vectors in flight per thread: whole long rows, columns, partials
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
 // The row kernels' blocks (cuda/launch.cuh BlockShape), from benchmarks/probes/row_reduce_block.py on the
-// H200 (NOTES.md, nineteenth session): whole long rows run best on 128 threads; rows split into segments
-// (few rows) on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on one 2^28-element row.
+// H200 (benchmarks/NOTES.md, "Row reductions: block shapes"): whole long rows run best on 128 threads;
+// rows split into segments (few rows) on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on
+// one 2^28-element row. A split block's pass is 2048 vectors, as 256 x 8's was: a segment (4096) is two.
 using LongRowBlock = BlockShape<128, kUnroll>;
 using SplitRowBlock = BlockShape<1024, 2>;
 using ShortRowBlock = BlockShape<kThreads, kShortUnroll>;
