@@ -27,7 +27,9 @@ median with the L2 flushed, and back to back (20 calls replayed from one CUDA gr
 `flushed / b2b` in microseconds, on every path: hopper, the mma kernel at each tile size (mma-64,
 mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kernel at each tile width
 (general-32, general-64), and bmm's own pick (`bmm`); `--paths` names others (`mma-64 whole-k`: the
-mma kernel without its split-K; `hopper-96` ... `hopper-256`: the 16-bit Hopper kernel at one tile width). A closing list names the cases where another path beat bmm's pick by
+mma kernel without its split-K; `hopper-96` ... `hopper-256`: the 16-bit Hopper kernel at one tile width;
+`"hopper-256 tma-store"` / `"hopper-256 streaming-store"`: at that width with one store forced, unsplit).
+A closing list names the cases where another path beat bmm's pick by
 more than 10% under both timings (the routing rules' misses), largest gain first; `--out FILE` writes
 every timing, one JSON object a case. Each path's error is max |out - ref| / max |ref| against float64. A path that
 cannot take the operands prints `-`.

@@ -488,6 +488,39 @@ def test_hopper_tile_width_by_name_rejects_float32():
         torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
 
 
+# The two ways a tile reaches memory, forced by name (to time them against each other on a new GPU):
+# TMA's bulk stores and the threads' evict-first ones write the same bits. One k-block (the streaming
+# store's own case) over edge tiles in M and N; a long K over few tiles, which the plan would split and a
+# forced store runs unsplit; and a batch-broadcast a.
+FORCED_STORES = ["tma-store", "streaming-store"]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("row", "col-sliced")],
+                         ids=["row-row", "col-col", "row-col-sliced"])
+@pytest.mark.parametrize("width", [128, 192, 256])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_stores_by_name(dtype, width, layouts):
+    hopper_expected()
+    for batch, m, n, k in [(3, 300, 520, 64), (1, 256, 1000, 8192)]:
+        a, b = operands(layouts, batch, m, n, k, dtype)
+        for lhs in (a, a[0]):
+            tma, streaming = (poisoned_on_path(lhs, b, f"hopper-{width} {store}") for store in FORCED_STORES)
+            assert_bmm_close(tma, lhs, b, msg=f"hopper-{width} tma-store {(batch, m, n, k)}")
+            assert torch.equal(tma, streaming), f"hopper-{width}: the two stores wrote different bits"
+
+
+@requires_cuda
+def test_hopper_forced_store_needs_a_tma_output():
+    hopper_expected()
+    a = make_tensor((2, 64, 64), torch.bfloat16, "cuda")
+    b = make_tensor((2, 1002, 64), torch.bfloat16, "cuda").mT  # K-major: the output's rows are 2004 bytes
+    with pytest.raises(RuntimeError, match="'streaming-store' needs an output that TMA can describe"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper-128 streaming-store")
+    with pytest.raises(RuntimeError, match="tma-store' or 'streaming-store' \\(128, 192, 256\\)"):
+        torch.ops.tiles._bmm_on_path(a, a, "hopper-96 tma-store")
+
+
 def batches_to_fill(m, n, dtype, times):
     """The number of [m, n] output matrices whose bytes are `times` the GPU's L2 cache."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size

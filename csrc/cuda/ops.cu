@@ -2,6 +2,7 @@
 // current (kernels then launch on that device's current stream) before the shared entry body runs.
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -89,13 +90,15 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // The paths _bmm_on_path takes by name: a kernel, and for some a forced tile size (0: the kernel picks).
 // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise;
 // "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
-// its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192).
+// its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
+// " tma-store" / " streaming-store" the way every tile is written, unsplit (at 128, 192 and 256).
 struct NamedPath {
   c10::string_view name;
   Path kernel;
   int tile;
   bool may_split = true;  // the mma kernel's split-K; "whole-k" walks K on one block per tile
   hopper::Pair pair = hopper::Pair::none;  // the 16-bit Hopper kernel's blocks alone or paired
+  std::optional<hopper::Store> store = std::nullopt;  // its stores as planned, or forced (bmm/store.h)
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-96", Path::hopper, 96},
@@ -108,6 +111,12 @@ constexpr NamedPath kNamedPaths[] = {
     {"hopper-128 pair-a", Path::hopper, 128, true, hopper::Pair::share_a},
     {"hopper-192 pair-b", Path::hopper, 192, true, hopper::Pair::share_b},
     {"hopper-192 pair-a", Path::hopper, 192, true, hopper::Pair::share_a},
+    {"hopper-128 tma-store", Path::hopper, 128, true, hopper::Pair::none, hopper::Store::tma},
+    {"hopper-128 streaming-store", Path::hopper, 128, true, hopper::Pair::none, hopper::Store::streaming},
+    {"hopper-192 tma-store", Path::hopper, 192, true, hopper::Pair::none, hopper::Store::tma},
+    {"hopper-192 streaming-store", Path::hopper, 192, true, hopper::Pair::none, hopper::Store::streaming},
+    {"hopper-256 tma-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::tma},
+    {"hopper-256 streaming-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::streaming},
     {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
@@ -121,7 +130,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
                                         [&](const NamedPath& n) { return n.name == path; });
   TILES_CHECK(named != std::end(kNamedPaths),
               "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), "
-              "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'mma', "
+              "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'hopper-<width> tma-store' or ",
+              "'streaming-store' (128, 192, 256), 'mma', "
               "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'general', 'general-32' or "
               "'general-64', got '", std::string(path), "'");
   const char* why = "";
@@ -146,7 +156,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   }
   if (p.out.numel() == 0) return p.out;
   switch (named->kernel) {
-    case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile, named->pair); break;
+    case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile, named->pair, named->store); break;
     case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
     case Path::thin: thin::bmm(p); break;
     default: general::bmm(p, named->tile);

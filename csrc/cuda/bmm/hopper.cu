@@ -137,8 +137,10 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
-// `pair`: paired blocks (bmm/pair.h), by name only, pending measurements.
-Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none) {
+// `pair`: paired blocks (bmm/pair.h), by name only, pending measurements. `forced_store`: TMA's or the
+// threads' streaming stores for every tile, without split-K (by name only, to time the two).
+Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
+          std::optional<Store> forced_store = std::nullopt) {
   const int tiles_m = int((p.m + 127) / 128);
   const int64_t sms = sm_count();
   const int bn = forced_width ? forced_width : tile_width(p, sms);
@@ -155,10 +157,19 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none) {
   // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must keep
   // TMA's int32 k coordinate in range.
   const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
-  const bool can_split = p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
+  const bool can_split = !forced_store && p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
+  if (forced_store) {
+    TORCH_INTERNAL_ASSERT(*forced_store == Store::tma || *forced_store == Store::streaming,
+                          "hopper::plan: a forced store is TMA's or the streaming one");
+    const char* name = *forced_store == Store::tma ? "tma-store" : "streaming-store";
+    TORCH_CHECK(store == Store::tma || store == Store::streaming, "tiles::_bmm_on_path: '", name,
+                "' needs an output that TMA can describe (rows of 16-byte multiples, 16-byte aligned), at a ",
+                "width of 128, 192 or 256");
+    store = *forced_store;
+  }
   // Paired blocks walk pairs of tiles, two blocks to a pair.
   const int per = pair == Pair::none ? 1 : 2;
   const int64_t walked = p.batch * (pair == Pair::share_b ? (tiles_m + 1) / 2 : tiles_m) *
@@ -179,10 +190,10 @@ const char* store_name(const BmmProblem& p) {
 
 const char* tile(const BmmProblem& p) { return tile_named(plan(p).bn)->name; }
 
-void bmm(const BmmProblem& p, int width, Pair pair) {
+void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) {
   TORCH_INTERNAL_ASSERT(width == 0 || tile_named(width), "hopper::bmm: no ", width, "-wide tiles");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p, width, pair);
+  const Plan chosen = plan(p, width, pair, store);
   const int bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;

@@ -38,17 +38,10 @@
 #include "cuda/bmm/hopper_pipeline.cuh"
 #include "cuda/bmm/pair.h"
 #include "cuda/bmm/sm90_ptx.cuh"
+#include "cuda/bmm/store.h"
 #include "cuda/bmm/wgmma_ops.cuh"
 
 namespace tiles::cuda::hopper {
-
-// How the consumers write an output tile.
-enum class Store : int {
-  tma,        // TMA bulk stores from the swizzled buffers (store_group_tma)
-  streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
-  direct,     // bounds-checked stores straight from the accumulators (store_tile_direct)
-  partials,   // the same, of the float accumulators, into a split-K slice of GemmShape::partials
-};
 
 // What the kernel needs besides the tensor maps. Batch strides of 0 broadcast an operand.
 struct GemmShape {

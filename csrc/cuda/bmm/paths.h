@@ -16,8 +16,11 @@
 //   general  shared-memory tiled SIMT kernel: any dtype, strides, GPU (bmm/general.cu)
 #pragma once
 
+#include <optional>
+
 #include "binding/problems.h"
 #include "cuda/bmm/pair.h"
+#include "cuda/bmm/store.h"
 
 namespace tiles::cuda {
 
@@ -65,7 +68,10 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // 160, 192 or 256 to force one (tests and benchmarks, through tiles::_bmm_on_path's "hopper-<width>").
 // `pair`: single blocks, or clusters of two over adjacent tiles that share b's or a's loads
 // (bmm/pair.h; "hopper-<width> pair-b" / "pair-a"), built for bf16 at 96, 128 and 192 columns.
-void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none);
+// `store`: the plan's (bmm/store.h), or Store::tma / Store::streaming forced for every tile, unsplit
+// ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
+// describe).
+void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt);
 // How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
 // "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
 // (few tiles over a long K: float partials of K's slices, summed afterwards); bmm/hopper.cu `plan`.

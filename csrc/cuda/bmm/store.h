@@ -1,0 +1,15 @@
+// How the 16-bit Hopper bmm's consumers write an output tile: bmm/hopper.cu `plan` picks one, and
+// tiles::_bmm_on_path's "hopper-<width> tma-store" / "streaming-store" force one (to time the two on a
+// new GPU). Host and device code both name it, so it stands alone.
+#pragma once
+
+namespace tiles::cuda::hopper {
+
+enum class Store : int {
+  tma,        // TMA bulk stores from the swizzled buffers (store_group_tma)
+  streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
+  direct,     // bounds-checked stores straight from the accumulators (store_tile_direct)
+  partials,   // the same, of the float accumulators, into a split-K slice of GemmShape::partials
+};
+
+}  // namespace tiles::cuda::hopper
