@@ -48,9 +48,9 @@ bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem&
   return false;
 }
 
-// out[r] = fn over x[r, :]; kind "whole" varies the block of long rows read whole, "split" that of long
-// rows split into segments (few rows), "short" that of short rows. Which kernel a shape of x takes is
-// launch_rows's choice whatever the kind: the caller picks matching shapes.
+// out[r] = fn over x[r, :]; kind "whole" varies the block of many long rows, "split" that of few long
+// rows (split into segments where they are long enough), "short" that of short rows. Which kernel a
+// shape of x takes is launch_rows's choice whatever the kind: the caller picks matching shapes.
 void run(at::Tensor out, at::Tensor x, const std::string& fn, const std::string& kind, int64_t threads,
          int64_t unroll) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && out.numel() == x.size(0), "row_reduce_block: bad arguments");

@@ -1,10 +1,10 @@
-"""Times the row-reduction kernels' block shapes (threads x vectors in flight per thread, for long rows
-and for short ones) against torch and the read floor, flushed (do_bench) and back to back over rotating
-inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock,
+"""Times the row-reduction kernels' block shapes (threads x vectors in flight per thread, for many long
+rows, few long rows and short rows) against torch and the read floor, flushed (do_bench) and back to
+back over rotating inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock,
 SplitRowBlock and ShortRowBlock (cuda/reduce/kernels.cuh; NOTES.md "Row reductions: block shapes").
 
 Needs a CUDA GPU, nvcc, ninja and the installed torch_tiles (for floors.py); compiles
-row_reduce_block.cu (~1-2 min) with torch's extension loader:
+row_reduce_block.cu (~2 min) with torch's extension loader:
     python benchmarks/probes/row_reduce_block.py [whole|split|short]
 WAIT_FOR=<file> compiles, then waits for that file before timing (to run beside another build)."""
 import os
@@ -24,12 +24,14 @@ LONG_SHAPES = [(128, 16), (256, 4), (256, 8), (256, 16), (512, 4), (512, 8), (10
 SHAPES = {"whole": [(128, 8), (1024, 2)] + LONG_SHAPES,
           "split": [(1024, 2), (128, 8)] + LONG_SHAPES,
           "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)]}
-# (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, split into segments when there are
-# fewer than 16 per SM (launch_rows); shorter rows take a group of lanes each
+# (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, LongRowBlock's where there are 16 or
+# more per SM, SplitRowBlock's where fewer, and then split into segments of ~4096 vectors (1024 x 8192
+# and 64 x 8192: one segment a row); shorter rows take a group of lanes each (launch_rows)
 CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
                    ("sum", torch.bfloat16, 4096, 16384)],
          "split": [("sum", torch.float32, 1, 1 << 28), ("sum", torch.float32, 512, 65536),
-                   ("sum", torch.bfloat16, 8, 1 << 25)],
+                   ("sum", torch.bfloat16, 8, 1 << 25), ("sum", torch.float32, 1024, 8192),
+                   ("sum", torch.float32, 64, 8192)],
          "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
                    ("max", torch.float32, 131072, 256)]}
 

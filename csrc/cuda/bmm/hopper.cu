@@ -166,8 +166,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
                           "hopper::plan: a forced store is TMA's or the streaming one");
     const char* name = *forced_store == Store::tma ? "tma-store" : "streaming-store";
     TORCH_CHECK(store == Store::tma || store == Store::streaming, "tiles::_bmm_on_path: '", name,
-                "' needs an output that TMA can describe (rows of 16-byte multiples, 16-byte aligned), at a ",
-                "width of 128, 192 or 256");
+                "' needs an output that TMA can describe (rows of 16-byte multiples, 16-byte aligned)");
     store = *forced_store;
   }
   // Paired blocks walk pairs of tiles, two blocks to a pair.

@@ -28,8 +28,9 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 8;       // vectors in flight per thread: whole long rows, columns, partials
 constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vectors each (launch_rows)
 // The row kernels' blocks (cuda/launch.cuh BlockShape), from benchmarks/probes/row_reduce_block.py on the
-// H200 (benchmarks/NOTES.md, "Row reductions: block shapes"): whole long rows run best on 128 threads;
-// rows split into segments (few rows) on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on
+// H200 (benchmarks/NOTES.md, "Row reductions: block shapes"): many long rows on 128 threads (inferred
+// from the five long-row cases' geomean, and run.py's 4096 x 8192 rows 1.09x -> 1.15x); few rows, split
+// into segments or not (launch_rows), on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on
 // one 2^28-element row. A split block's pass is 2048 vectors, as 256 x 8's was: a segment (4096) is two.
 using LongRowBlock = BlockShape<128, kUnroll>;
 using SplitRowBlock = BlockShape<1024, 2>;

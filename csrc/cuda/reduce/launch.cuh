@@ -63,7 +63,8 @@ void launch_rows(const ReduceProblem& p) {
   // blocks finish together (segment sizes measured in benchmarks/NOTES.md "Long rows: segment size").
   const int64_t n_vec = p.num_in / VEC;
   int64_t segments = 1, seg_vec = n_vec;
-  if (p.num_out < 16 * sms) {
+  const bool few_rows = p.num_out < 16 * sms;
+  if (few_rows) {
     const int64_t most_segments = std::max<int64_t>(1, kMaxSplitBlocksPerSm * sms / p.num_out);
     segments = std::min((n_vec + kSegmentVectors - 1) / kSegmentVectors, most_segments);
     seg_vec = (n_vec + segments - 1) / segments;
@@ -72,7 +73,9 @@ void launch_rows(const ReduceProblem& p) {
   at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
   const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
-  if (segments == 1)
+  // Few rows take the split block even where a row is one segment (up to 4096 vectors): one pass of its
+  // 2048 vectors, where 128 x 8 would leave half the SMs idle over two passes of a few rows.
+  if (!few_rows)
     long_rows_kernel<scalar_t, F, VEC, Long><<<blocks, Long::kThreads, 0, current_stream()>>>(
         out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
   else
