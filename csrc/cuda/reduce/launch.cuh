@@ -73,15 +73,16 @@ void launch_rows(const ReduceProblem& p) {
   at::Tensor part = segments > 1 ? partials<scalar_t, F>(p, segments) : at::Tensor();
   // Whole rows: a grid-stride loop over them. Segments: a block each (up to the grid limit).
   const unsigned blocks = unsigned(std::min<int64_t>(p.num_out * segments, segments == 1 ? sms * 32 : INT32_MAX));
+  auto launch = [&](auto block) {
+    using Block = decltype(block);
+    long_rows_kernel<scalar_t, F, VEC, Block><<<blocks, Block::kThreads, 0, current_stream()>>>(
+        out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
   // Few rows take the split block even where a row is one segment (up to 4096 vectors): one pass of its
   // 2048 vectors, where 128 x 8 would leave half the SMs idle over two passes of a few rows.
-  if (!few_rows)
-    long_rows_kernel<scalar_t, F, VEC, Long><<<blocks, Long::kThreads, 0, current_stream()>>>(
-        out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
-  else
-    long_rows_kernel<scalar_t, F, VEC, Split><<<blocks, Split::kThreads, 0, current_stream()>>>(
-        out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (few_rows) launch(Split{});
+  else launch(Long{});
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
 
