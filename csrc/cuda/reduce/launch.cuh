@@ -80,7 +80,9 @@ void launch_rows(const ReduceProblem& p) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   // Few rows take the split block even where a row is one segment (up to 4096 vectors): one pass of its
-  // 2048 vectors, where 128 x 8 would leave half the SMs idle over two passes of a few rows.
+  // 2048 vectors, where 128 x 8 would leave SMs idle over two passes. Measured on the H200 it pays only
+  // under one row a SM: 64 x 8192 float 6.8 us against 8.5, but 1024 x 8192 17.8 / 13.8 us (flushed / back
+  // to back) against 17.4 / 11.9 on 128 x 8 (benchmarks/NOTES.md "Row reductions: block shapes").
   if (few_rows) launch(Split{});
   else launch(Long{});
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
