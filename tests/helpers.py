@@ -374,3 +374,11 @@ def assert_bmm_close(out, a, b, tol=None, msg=""):
     err = (cpu64(out) - ref).abs()
     assert (err <= bound).all(), (f"bmm{' ' + msg if msg else ''}: max error {err.max().item():.3g}, "
                                   f"max excess {(err - bound).max().item():.3g}")
+
+
+def hopper_streams_short_k():
+    """Whether bmm's Hopper kernel stores a short-K output larger than L2 with the threads' streaming
+    stores on this GPU: where its peak DRAM bandwidth is under 4 TB/s (an H100's, not an H200's; the
+    rule is `kStreamingStoreMaxDram` in csrc/cuda/bmm/hopper.cu, written again here to test it)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return 2e3 * props.memory_clock_rate * (props.memory_bus_width // 8) < 4.0e12

@@ -3,9 +3,9 @@
 ``torch.ops.tiles._bmm_path(a, b)`` names the kernel bmm runs. On an sm_90 GPU with a build that has
 sm_90a code, bf16 / fp16 operands with contiguous rows or columns, 16-byte-aligned strides and base
 must take the Hopper tensor-core kernel (either major order, batch broadcast, edge tiles: M, N, K not
-multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128 and the output is larger
-than L2, which the threads' own evict-first stores write instead of TMA's; ``hopper-wgmma split-k`` when
-few tiles over a long K split it); float32 operands with a unit-stride matrix dim take the Hopper TF32
+multiples of the tile sizes; ``hopper-wgmma streaming-store`` when K <= 128, the output is larger
+than L2 and DRAM is under 4 TB/s, which the threads' own evict-first stores write instead of TMA's;
+``hopper-wgmma split-k`` when few tiles over a long K split it); float32 operands with a unit-stride matrix dim take the Hopper TF32
 kernel (TF32 or 3xTF32 by the float32 matmul precision; b's tiles transposed in shared memory when
 neither operand is K-major; ``hopper-wgmma <kind> copied`` when an operand's strides or base are not
 16-byte aligned, which its producer warps then copy themselves, for products of at least 2^30 flops whose
@@ -31,7 +31,7 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
-from helpers import Tol, assert_bmm_close, make_tensor
+from helpers import Tol, assert_bmm_close, hopper_streams_short_k, make_tensor
 
 pytestmark = pytest.mark.usefixtures("highest_float32_precision")
 
@@ -532,16 +532,22 @@ def batches_to_fill(m, n, dtype, times):
 @pytest.mark.parametrize("n, width", [(2056, 256), (376, 192), (120, 128)], ids=["256-wide", "192-wide", "128-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_streaming_store(dtype, n, width, layouts):
-    # short K (two k-blocks, the second partial) and an output larger than L2: the consumers' own
-    # evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones where they take as many waves
-    # (N = 376: two tile columns at either width), or 128-wide ones when N <= 128; edge tiles in M and N
+    # short K (two k-blocks, the second partial) and an output larger than L2: on DRAM under 4 TB/s the
+    # consumers' own evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones where they
+    # take as many waves (N = 376: two tile columns at either width), or 128-wide ones when N <= 128;
+    # edge tiles in M and N. On faster DRAM bmm keeps TMA's stores, and the streaming ones run by name.
     hopper_expected()
     m, k = 1000, 72
     batch = batches_to_fill(m, n, dtype, 1.2)
     a, b = operands(layouts, batch, m, n, k, dtype)
-    assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
     assert_tile(a, b, width)
-    assert_bmm_close(poisoned_bmm(a, b), a, b)
+    if hopper_streams_short_k():
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
+        out = poisoned_bmm(a, b)
+    else:
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+        out = poisoned_on_path(a, b, f"hopper-{width} streaming-store")
+    assert_bmm_close(out, a, b)
 
 
 # Few output tiles over a long K: the 16-bit kernel splits K (bmm/hopper.cu `plan`, costed per split
@@ -595,11 +601,13 @@ def test_hopper_split_k_only_where_tiles_are_few():
 
 @requires_cuda
 def test_hopper_store_choice_follows_output_size_and_k():
-    # the same short-K problem stores through TMA while its output fits in L2; long K never streams
+    # the same short-K problem stores through TMA while its output fits in L2 (and beyond it on DRAM of
+    # 4 TB/s or more); long K never streams
     hopper_expected()
     dtype, m, n = torch.bfloat16, 1000, 2056
+    streams = HOPPER + " streaming-store" if hopper_streams_short_k() else HOPPER
     for batch, k, expected in [(batches_to_fill(m, n, dtype, 0.8), 128, HOPPER),
-                               (batches_to_fill(m, n, dtype, 1.2), 128, HOPPER + " streaming-store"),
+                               (batches_to_fill(m, n, dtype, 1.2), 128, streams),
                                (batches_to_fill(m, n, dtype, 1.2), 136, HOPPER)]:
         a = make_tensor((1, m, k), dtype, "cuda").expand(batch, m, k)  # a broadcast along the batch
         b = make_tensor((batch, k, n), dtype, "cuda")

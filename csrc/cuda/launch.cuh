@@ -26,6 +26,16 @@ inline int64_t l2_bytes() {
   return bytes;
 }
 
+// The current device's peak DRAM bandwidth in bytes per second: the memory clock (kHz) times the bus
+// width, twice a clock (double data rate). H100 SXM 3.35e12, H200 4.92e12.
+inline double dram_bytes_per_s() {
+  int khz = 0, bits = 0;
+  const int device = c10::cuda::current_device();
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  return 2.0 * 1e3 * khz * (bits / 8);
+}
+
 // A kernel's block shape as a template parameter: threads, and vectors in flight per thread (and
 // operand), so that benchmarks/probes/ can time other shapes of the product's own kernels.
 template <int THREADS, int UNROLL>
