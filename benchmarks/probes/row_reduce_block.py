@@ -25,12 +25,14 @@ SHAPES = {"whole": [(128, 8), (1024, 2)] + LONG_SHAPES,
           "split": [(1024, 2), (128, 8)] + LONG_SHAPES,
           "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)]}
 # (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, LongRowBlock's where there are 16 or
-# more per SM, SplitRowBlock's where fewer, and then split into segments of ~4096 vectors (1024 x 8192
-# and 64 x 8192: one segment a row); shorter rows take a group of lanes each (launch_rows)
+# more per SM; where fewer, they split into segments of ~4096 vectors on SplitRowBlock, which also takes
+# rows of one segment fewer than the SMs (64 x 8192; 1024 x 8192 is one segment a row on LongRowBlock
+# whatever the split kind's shape); shorter rows take a group of lanes each (launch_rows)
 CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
                    ("sum", torch.bfloat16, 4096, 16384)],
          "split": [("sum", torch.float32, 1, 1 << 28), ("sum", torch.float32, 512, 65536),
-                   ("sum", torch.bfloat16, 8, 1 << 25), ("sum", torch.float32, 1024, 8192),
+                   ("sum", torch.bfloat16, 8, 1 << 25), ("sum", torch.bfloat16, 1, 1 << 29),
+                   ("sum", torch.bfloat16, 512, 1 << 17), ("sum", torch.float32, 1024, 8192),
                    ("sum", torch.float32, 64, 8192)],
          "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
                    ("max", torch.float32, 131072, 256)]}

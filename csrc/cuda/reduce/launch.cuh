@@ -79,11 +79,11 @@ void launch_rows(const ReduceProblem& p) {
         out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  // Few rows take the split block even where a row is one segment (up to 4096 vectors): one pass of its
-  // 2048 vectors, where 128 x 8 would leave SMs idle over two passes. Measured on the H200 it pays only
-  // under one row a SM: 64 x 8192 float 6.8 us against 8.5, but 1024 x 8192 17.8 / 13.8 us (flushed / back
-  // to back) against 17.4 / 11.9 on 128 x 8 (benchmarks/NOTES.md "Row reductions: block shapes").
-  if (few_rows) launch(Split{});
+  // Split rows take the split block; so do rows of one segment (up to 4096 vectors) fewer than the SMs,
+  // which 128 x 8 would walk in two passes on a few SMs where 1024 x 2 reads them in one (64 x 8192
+  // float: 6.8 us against 8.5); from one row a SM, 128-thread blocks all resident at once win (1024 x 8192:
+  // 17.4 us against 17.8, 11.9 against 13.8 back to back; benchmarks/NOTES.md "Row reductions: block shapes").
+  if (segments > 1 || p.num_out < sms) launch(Split{});
   else launch(Long{});
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
