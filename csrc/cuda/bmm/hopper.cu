@@ -151,9 +151,10 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int bn = forced_width ? forced_width : tile_width(p, sms);
   // Short K and an output larger than L2: the kernel is a write stream to DRAM. Where DRAM is the
   // bound (an H100's 3.35 TB/s), the threads' evict-first stores beat TMA's by keeping the operands in
-  // L2; with an H200's 4.9 TB/s, TMA's stores, overlapped with the next tile's mainloop, won every
-  // short-K case timed, by 12-17%. An output that fits in L2 stays there and TMA's stores are as fast,
-  // and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store").
+  // L2; with an H200's 4.8 TB/s, TMA's stores, overlapped with the next tile's mainloop, took 0.83-0.94x
+  // their time on every short-K case timed. An output that fits in L2 stays there and TMA's stores are as
+  // fast, and with long K the threads' stores cost the mainloop (NOTES.md, "Short K: the streaming store",
+  // "Short K on the H200").
   const bool short_k = p.k <= 128;
   const OperandLayout out = output_layout(p);
   Store store = Store::tma;
