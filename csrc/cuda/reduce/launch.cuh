@@ -83,7 +83,11 @@ void launch_rows(const ReduceProblem& p) {
   // which 128 x 8 would walk in two passes on a few SMs where 1024 x 2 reads them in one (64 x 8192
   // float: 6.8 us against 8.5); from one row a SM, 128-thread blocks all resident at once win (1024 x 8192:
   // 17.4 us against 17.8, 11.9 against 13.8 back to back; benchmarks/NOTES.md "Row reductions: block shapes").
-  if (segments > 1 || p.num_out < sms) launch(Split{});
+  // 16-bit rows split into segments keep 128 x 8 (H200, sum bf16 8 x 2^25: 129 us b2b against 169 on
+  // 1024 x 2; 1 x 2^29: 245 against 337; 512 x 2^17: 41 against 49; benchmarks/NOTES.md "Row reductions:
+  // block shapes"), which float's split rows lose to 1024 x 2.
+  if (segments > 1 && sizeof(scalar_t) == 2) launch(Long{});
+  else if (segments > 1 || p.num_out < sms) launch(Split{});
   else launch(Long{});
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
 }
