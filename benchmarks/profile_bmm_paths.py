@@ -16,11 +16,11 @@ import torch
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 
 
-def operand(rows, cols, transposed, dtype):
-    """A rows x cols batch-1 operand; `transposed` makes it the transpose of a contiguous cols x rows one."""
+def operand(batch, rows, cols, transposed, dtype):
+    """A batch x rows x cols operand; `transposed` makes it the transpose of a contiguous cols x rows one."""
     if transposed:
-        return torch.randn(1, cols, rows, device="cuda", dtype=dtype).transpose(1, 2)
-    return torch.randn(1, rows, cols, device="cuda", dtype=dtype)
+        return torch.randn(batch, cols, rows, device="cuda", dtype=dtype).transpose(1, 2)
+    return torch.randn(batch, rows, cols, device="cuda", dtype=dtype)
 
 
 def main():
@@ -29,13 +29,15 @@ def main():
     parser.add_argument("--paths", default="bmm", help="comma-separated _bmm_on_path names; 'bmm' is bmm's own pick")
     parser.add_argument("--torch", action="store_true", help="also run torch.bmm, last")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32", "float64"])
+    parser.add_argument("--batch", type=int, default=1, help="batch entries of both operands (the short-K "
+                        "products: 48 x 2048 x 2048 x 128 is --batch 48 2048,2048,128)")
     args = parser.parse_args()
     parts = args.shape.split(",")
     m, n, k = map(int, parts[:3])
     layout = parts[3] if len(parts) > 3 else "NN"
     dtype = getattr(torch, args.dtype)
-    a = operand(m, k, layout[0] == "T", dtype)
-    b = operand(k, n, layout[1] == "T", dtype)
+    a = operand(args.batch, m, k, layout[0] == "T", dtype)
+    b = operand(args.batch, k, n, layout[1] == "T", dtype)
     calls = [(lambda p=p: torch.ops.tiles.bmm(a, b) if p == "bmm" else torch.ops.tiles._bmm_on_path(a, b, p))
              for p in args.paths.split(",")]
     if args.torch:
