@@ -18,17 +18,20 @@ ReduceProblem rows_problem(const at::Tensor& out, const at::Tensor& x, ReduceFn 
   return p;
 }
 
-template <class T, ReduceFn F, class Long, class Short, class Split>
+template <class T, ReduceFn F, class Long, class Short, class Split, class Split16 = Split,
+          int64_t kLanesMinRows = kLanesMinRowsPerSm>
 void go(const ReduceProblem& p) {
-  launch_rows<T, F, 16 / sizeof(T), Long, Short, Split>(p);
+  launch_rows<T, F, 16 / sizeof(T), Long, Short, Split, Split16, kLanesMinRows>(p);
 }
 
 template <class T, ReduceFn F>
 bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem& p) {
-  // Each kind varies one of launch_rows's three blocks and keeps the product's other two.
+  // Each kind varies one of launch_rows's choices and keeps the product's others; "split" sets float's
+  // and 16-bit's split blocks alike, "lanes" the rows a SM under which rows longer than a warp's pass
+  // leave the lanes for a block (threads: that count; 0 keeps every row under 32 KiB on lanes).
 #define WHOLE(A, B)                                    \
   if (kind == "whole" && threads == A && unroll == B) \
-    return go<T, F, BlockShape<A, B>, ShortRowBlock, SplitRowBlock>(p), true;
+    return go<T, F, BlockShape<A, B>, ShortRowBlock, SplitRowBlock, SplitRowBlock16>(p), true;
 #define SPLIT(A, B)                                    \
   if (kind == "split" && threads == A && unroll == B) \
     return go<T, F, LongRowBlock, ShortRowBlock, BlockShape<A, B>>(p), true;
@@ -38,18 +41,25 @@ bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem&
   LONG_SHAPES(SPLIT)
   if (kind == "short") {
 #define SHORT(A, B) \
-  if (threads == A && unroll == B) return go<T, F, LongRowBlock, BlockShape<A, B>, SplitRowBlock>(p), true;
+  if (threads == A && unroll == B) return go<T, F, LongRowBlock, BlockShape<A, B>, SplitRowBlock, SplitRowBlock16>(p), true;
     SHORT(128, 4) SHORT(256, 2) SHORT(256, 4) SHORT(256, 8) SHORT(512, 4)
+  }
+  if (kind == "lanes") {
+#define LANES(N) \
+  if (threads == N) return go<T, F, LongRowBlock, ShortRowBlock, SplitRowBlock, SplitRowBlock16, N>(p), true;
+    LANES(0) LANES(4) LANES(16) LANES(64)
   }
 #undef WHOLE
 #undef SPLIT
 #undef LONG_SHAPES
 #undef SHORT
+#undef LANES
   return false;
 }
 
 // out[r] = fn over x[r, :]; kind "whole" varies the block of many long rows, "split" that of few long
-// rows (split into segments where they are long enough), "short" that of short rows. Which kernel a
+// rows (split into segments where they are long enough), "short" that of short rows, "lanes" which
+// rows under 32 KiB take lanes. Which kernel a
 // shape of x takes is launch_rows's choice whatever the kind: the caller picks matching shapes.
 void run(at::Tensor out, at::Tensor x, const std::string& fn, const std::string& kind, int64_t threads,
          int64_t unroll) {

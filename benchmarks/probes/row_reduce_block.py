@@ -1,11 +1,12 @@
 """Times the row-reduction kernels' block shapes (threads x vectors in flight per thread, for many long
-rows, few long rows and short rows) against torch and the read floor, flushed (do_bench) and back to
-back over rotating inputs, and prints the shape whose worst ratio to torch is best: the measurement for LongRowBlock,
-SplitRowBlock and ShortRowBlock (cuda/reduce/kernels.cuh; NOTES.md "Row reductions: block shapes").
+rows, few long rows and short rows), and which rows under 32 KiB take lanes, against torch and the read
+floor, flushed (do_bench) and back to back over rotating inputs, and prints the choice whose worst ratio
+to torch is best: the measurement for LongRowBlock, SplitRowBlock(16), ShortRowBlock and
+kLanesMinRowsPerSm (cuda/reduce/kernels.cuh; NOTES.md "Row reductions: block shapes").
 
 Needs a CUDA GPU, nvcc, ninja and the installed torch_tiles (for floors.py); compiles
 row_reduce_block.cu (~2 min) with torch's extension loader:
-    python benchmarks/probes/row_reduce_block.py [whole|split|short]
+    python benchmarks/probes/row_reduce_block.py [whole|split|short|lanes]
 WAIT_FOR=<file> compiles, then waits for that file before timing (to run beside another build)."""
 import os
 import sys
@@ -23,7 +24,10 @@ from probe_timing import back_to_back_ms, input_sets, load_probe, summarize  # n
 LONG_SHAPES = [(128, 16), (256, 4), (256, 8), (256, 16), (512, 4), (512, 8), (1024, 4)]
 SHAPES = {"whole": [(128, 8), (1024, 2)] + LONG_SHAPES,
           "split": [(1024, 2), (128, 8)] + LONG_SHAPES,
-          "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)]}
+          "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)],
+          # (rows a SM under which rows longer than one pass of a warp's lanes take a block, 0): 0 is
+          # every row under 32 KiB on lanes, as before kLanesMinRowsPerSm (16)
+          "lanes": [(16, 0), (0, 0), (4, 0), (64, 0)]}
 # (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, LongRowBlock's where there are 16 or
 # more per SM; where fewer, they split into segments of ~4096 vectors on SplitRowBlock, which also takes
 # rows of one segment fewer than the SMs (64 x 8192; 1024 x 8192 is one segment a row on LongRowBlock
@@ -35,7 +39,13 @@ CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 40
                    ("sum", torch.bfloat16, 512, 1 << 17), ("sum", torch.float32, 1024, 8192),
                    ("sum", torch.float32, 64, 8192)],
          "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
-                   ("max", torch.float32, 131072, 256)]}
+                   ("max", torch.float32, 131072, 256)],
+         # rows under 32 KiB but longer than a warp's pass, from far fewer than the SMs to 31 a SM
+         "lanes": [("sum", torch.bfloat16, 64, 8192), ("sum", torch.bfloat16, 256, 8192),
+                   ("sum", torch.bfloat16, 1024, 8192), ("sum", torch.bfloat16, 2048, 8192),
+                   ("sum", torch.bfloat16, 4096, 8192), ("sum", torch.bfloat16, 1024, 4096),
+                   ("sum", torch.float32, 64, 4096), ("max", torch.float32, 1024, 2048),
+                   ("sum", torch.float32, 2048, 4096)]}
 
 
 def torch_reduce(fn):
@@ -71,14 +81,15 @@ def time_case(mod, kind, fn, dtype, rows, cols, ratios):
     print(f"{fn} {str(dtype)[6:]} {rows}x{cols} dim1: torch flushed {tf * 1e3:.1f} us, back to back "
           f"{tb * 1e3:.1f} us; floor {floor_flushed * 1e3:.1f} / {floor_b2b * 1e3:.1f} us ({len(sets)} input sets)")
     for threads, unroll, flushed, b2b in out_rows:
-        print(f"  {kind} {threads:5d} x {unroll:2d}: flushed {flushed * 1e3:7.1f} us {tf / flushed:5.3f}x "
+        label = f"min {threads:2d} rows a SM" if kind == "lanes" else f"{threads:5d} x {unroll:2d}"
+        print(f"  {kind} {label}: flushed {flushed * 1e3:7.1f} us {tf / flushed:5.3f}x "
               f"{100 * floor_flushed / flushed:5.1f}% of floor   b2b {b2b * 1e3:7.1f} us {tb / b2b:5.3f}x "
               f"{100 * floor_b2b / b2b:5.1f}%")
         ratios.setdefault((kind, threads, unroll), []).extend([tf / flushed, tb / b2b])
 
 
 def main():
-    kinds = sys.argv[1:] or ["whole", "split", "short"]
+    kinds = sys.argv[1:] or ["whole", "split", "short", "lanes"]
     mod = load_probe("tiles_row_reduce_block", "row_reduce_block.cu")
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__}")
     for kind in kinds:

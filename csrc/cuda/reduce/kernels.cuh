@@ -32,10 +32,15 @@ constexpr int kShortUnroll = 4;  // and on short rows, whose lanes own ~4 vector
 // from the five long-row cases' geomean, and run.py's 4096 x 8192 rows 1.09x -> 1.15x); few rows, split
 // into segments or not (launch_rows), on 1024 threads of 2 vectors, where 128 x 8 lost 4% to torch on
 // one 2^28-element row. A split block's pass is 2048 vectors, as 256 x 8's was: a segment (4096) is two.
+// 16-bit rows split into segments keep 128 x 8 (bf16 8 x 2^25 and 1 x 2^29 lost 16-24% on 1024 x 2).
 using LongRowBlock = BlockShape<128, kUnroll>;
 using SplitRowBlock = BlockShape<1024, 2>;
+using SplitRowBlock16 = LongRowBlock;
 using ShortRowBlock = BlockShape<kThreads, kShortUnroll>;
 constexpr int64_t kBlockRowMinBytes = 32 << 10;  // rows at least this long get a block each (launch_rows)
+// Rows shorter than that take lanes only where there are at least this many a SM, or a row is no more
+// than one pass of a warp's lanes: 64 bf16 rows of 8192 on lanes are 64 warps on the whole GPU.
+constexpr int64_t kLanesMinRowsPerSm = 16;
 // A split row's segments: about 4096 vectors each (64 KiB in 16-byte vectors; rows that cannot take them
 // count single elements), longer where that would make over kMaxSplitBlocksPerSm blocks per SM, whose
 // partials the second pass would have to read; one block apiece (launch_rows).

@@ -39,15 +39,19 @@ void finish(const ReduceProblem& p, const at::Tensor& part, int64_t segments) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The block shapes and kLanesMinRowsPerSm are parameters for benchmarks/probes/row_reduce_block.py.
 template <class scalar_t, ReduceFn F, int VEC, class Long = LongRowBlock, class Short = ShortRowBlock,
-          class Split = SplitRowBlock>
+          class Split = SplitRowBlock, class Split16 = SplitRowBlock16, int64_t kLanesMinRows = kLanesMinRowsPerSm>
 void launch_rows(const ReduceProblem& p) {
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
   const int64_t sms = sm_count();
   // Rows under 32 KiB: a group of lanes each; longer: a block each (the crossover measured on the H100,
-  // benchmarks/NOTES.md "Row reductions: lanes or a block per row").
-  if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes) {
+  // benchmarks/NOTES.md "Row reductions: lanes or a block per row"), and so do rows longer than one
+  // pass of a warp's lanes too few to fill the SMs as lanes (unmeasured: 16-bit 64 x 8192 read
+  // 0.51-0.56x of torch on lanes, 1024 x 8192 0.86-0.90x; NOTES.md "Row reductions: block shapes").
+  const bool lanes_fill = p.num_out >= kLanesMinRows * sms || p.num_in <= int64_t(kWarp) * VEC * 4;
+  if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes && lanes_fill) {
     // Lanes per row: about 4 vectors per lane (enough threads in flight for short rows), at most a warp.
     int width = 1;
     while (width < kWarp && width * VEC * 4 < p.num_in) width *= 2;
@@ -79,14 +83,13 @@ void launch_rows(const ReduceProblem& p) {
         out, partial_ptr<scalar_t, F>(part), x, p.outer, p.num_out, p.num_in, segments, seg_vec);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  // Split rows take the split block; so do rows of one segment (up to 4096 vectors) fewer than the SMs,
-  // which 128 x 8 would walk in two passes on a few SMs where 1024 x 2 reads them in one (64 x 8192
-  // float: 6.8 us against 8.5); from one row a SM, 128-thread blocks all resident at once win (1024 x 8192:
-  // 17.4 us against 17.8, 11.9 against 13.8 back to back; benchmarks/NOTES.md "Row reductions: block shapes").
-  // 16-bit rows split into segments keep 128 x 8 (H200, sum bf16 8 x 2^25: 129 us b2b against 169 on
-  // 1024 x 2; 1 x 2^29: 245 against 337; 512 x 2^17: 41 against 49; benchmarks/NOTES.md "Row reductions:
-  // block shapes"), which float's split rows lose to 1024 x 2.
-  if (segments > 1 && sizeof(scalar_t) == 2) launch(Long{});
+  // Split rows take the split block (16-bit ones their own: sum bf16 8 x 2^25 read 129 us back to back
+  // on 128 x 8 against 169 on 1024 x 2, 1 x 2^29 245 against 337); so do rows of one segment (up to
+  // 4096 vectors) fewer than the SMs, which 128 x 8 would walk in two passes on a few SMs where 1024 x 2
+  // reads them in one (64 x 8192 float: 6.8 us against 8.5); from one row a SM, 128-thread blocks all
+  // resident at once win (1024 x 8192: 17.4 us against 17.8, 11.9 against 13.8 back to back;
+  // benchmarks/NOTES.md "Row reductions: block shapes").
+  if (segments > 1 && sizeof(scalar_t) == 2) launch(Split16{});
   else if (segments > 1 || p.num_out < sms) launch(Split{});
   else launch(Long{});
   if (segments > 1) finish<scalar_t, F>(p, part, segments);
