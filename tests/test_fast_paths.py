@@ -193,8 +193,9 @@ def test_reduce_short_rows(rows, cols, fn, dtype, device):
                                        (1, 1 << 20), (1, (1 << 20) + 4000), (3, (1 << 18) + 8)])
 def test_reduce_long_rows_split_or_not(rows, cols, fn, dtype, device):
     # on CUDA, rows of 32 KiB or more get a block each (float32: 8192 elements exactly, 8188 just under;
-    # half types: 16384); few of them are split into segments of about 4096 vectors (16-byte ones when
-    # the rows allow, else elements), the last one shorter unless the row divides evenly
+    # half types: 16384), and so do shorter ones too few for lanes (all but 300 rows here); few of them
+    # are split into segments of about 4096 vectors (16-byte ones when the rows allow, else elements),
+    # the last one shorter unless the row divides evenly
     x = _reduce_input((rows, cols), fn, dtype, device)
     assert_reduce_close(T.reduce(x, [-1], fn), x, [-1], fn)
 

@@ -70,8 +70,8 @@ def reductions():
     """Row, column, split and cluster reductions; sum, max and logsumexp."""
     for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
         # (1200, 2000) and (2100, 1000) over dim 0: row segments in thread block clusters on the H100 (but
-        # bf16 / fp16 (2100, 1000): partials); (20, 1000) float / float64 and (5, 8192): rows under 32 KiB
-        # too few for lanes, on a block each
+        # bf16 / fp16 (2100, 1000): partials); (20, 1000) float / float64 and bf16 (5, 8192): rows under
+        # 32 KiB too few for lanes, on a block each (bf16 (20, 1000) is one pass of a warp's lanes)
         for shape, dim in [((300, 5), [1]), ((20, 1000), [1]), ((5, 8192), [1]), ((1, 70000), [1]), ((300, 256), [0]),
                            ((1200, 2000), [0]), ((2100, 1000), [0]), ((6, 30, 7), [1]), ((5000,), None)]:
             r = rand(*shape, dtype=dtype)

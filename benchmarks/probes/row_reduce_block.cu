@@ -35,6 +35,7 @@ bool pick(const std::string& kind, int threads, int unroll, const ReduceProblem&
 #define SPLIT(A, B)                                    \
   if (kind == "split" && threads == A && unroll == B) \
     return go<T, F, LongRowBlock, ShortRowBlock, BlockShape<A, B>>(p), true;
+  if (kind == "split" && threads == 0) return go<T, F, LongRowBlock, ShortRowBlock, SplitRowBlock, SplitRowBlock16>(p), true;
 #define LONG_SHAPES(X) \
   X(128, 8) X(128, 16) X(256, 4) X(256, 8) X(256, 16) X(512, 4) X(512, 8) X(1024, 2) X(1024, 4)
   LONG_SHAPES(WHOLE)

@@ -20,18 +20,21 @@ sys.path.insert(1, os.path.dirname(HERE))  # benchmarks/, for floors.py
 from probe_timing import back_to_back_ms, input_sets, load_probe, summarize  # noqa: E402
 
 # kind -> (threads, vectors per thread): the instances row_reduce_block.cu compiles; the first is today's
-# (cuda/reduce/kernels.cuh LongRowBlock, SplitRowBlock, ShortRowBlock)
+# (cuda/reduce/kernels.cuh LongRowBlock, ShortRowBlock). "split" sets float's and 16-bit's split blocks
+# alike; its (0, 0) is the product's pair (SplitRowBlock for float, SplitRowBlock16 for 16-bit).
 LONG_SHAPES = [(128, 16), (256, 4), (256, 8), (256, 16), (512, 4), (512, 8), (1024, 4)]
 SHAPES = {"whole": [(128, 8), (1024, 2)] + LONG_SHAPES,
-          "split": [(1024, 2), (128, 8)] + LONG_SHAPES,
+          "split": [(0, 0), (1024, 2), (128, 8)] + LONG_SHAPES,
           "short": [(256, 4), (128, 4), (256, 2), (256, 8), (512, 4)],
           # (rows a SM under which rows longer than one pass of a warp's lanes take a block, 0): 0 is
           # every row under 32 KiB on lanes, as before kLanesMinRowsPerSm (16)
           "lanes": [(16, 0), (0, 0), (4, 0), (64, 0)]}
 # (fn, dtype, rows, cols): rows of 32 KiB and up take a block each, LongRowBlock's where there are 16 or
-# more per SM; where fewer, they split into segments of ~4096 vectors on SplitRowBlock, which also takes
-# rows of one segment fewer than the SMs (64 x 8192; 1024 x 8192 is one segment a row on LongRowBlock
-# whatever the split kind's shape); shorter rows take a group of lanes each (launch_rows)
+# more per SM; where fewer, they split into segments of ~4096 vectors on SplitRowBlock (16-bit:
+# SplitRowBlock16), which also takes rows of one segment fewer than the SMs (64 x 8192; 1024 x 8192 is
+# one segment a row on LongRowBlock whatever the split kind's shape); shorter rows take a group of lanes
+# each where there are kLanesMinRowsPerSm a SM or a row is one pass of a warp's lanes, else a block as
+# long rows do (launch_rows)
 CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 4096, 8192),
                    ("sum", torch.bfloat16, 4096, 16384)],
          "split": [("sum", torch.float32, 1, 1 << 28), ("sum", torch.float32, 512, 65536),
@@ -41,7 +44,8 @@ CASES = {"whole": [("sum", torch.float32, 4096, 8192), ("max", torch.float32, 40
          "short": [("sum", torch.float32, 65536, 64), ("sum", torch.float32, 16384, 2048),
                    ("max", torch.float32, 131072, 256)],
          # rows under 32 KiB but longer than a warp's pass, from far fewer than the SMs to 31 a SM
-         "lanes": [("sum", torch.bfloat16, 64, 8192), ("sum", torch.bfloat16, 256, 8192),
+         "lanes": [("sum", torch.float32, 37, 600), ("sum", torch.bfloat16, 64, 2048),
+                   ("sum", torch.bfloat16, 64, 8192), ("sum", torch.bfloat16, 256, 8192),
                    ("sum", torch.bfloat16, 1024, 8192), ("sum", torch.bfloat16, 2048, 8192),
                    ("sum", torch.bfloat16, 4096, 8192), ("sum", torch.bfloat16, 1024, 4096),
                    ("sum", torch.float32, 64, 4096), ("max", torch.float32, 1024, 2048),
@@ -81,7 +85,8 @@ def time_case(mod, kind, fn, dtype, rows, cols, ratios):
     print(f"{fn} {str(dtype)[6:]} {rows}x{cols} dim1: torch flushed {tf * 1e3:.1f} us, back to back "
           f"{tb * 1e3:.1f} us; floor {floor_flushed * 1e3:.1f} / {floor_b2b * 1e3:.1f} us ({len(sets)} input sets)")
     for threads, unroll, flushed, b2b in out_rows:
-        label = f"min {threads:2d} rows a SM" if kind == "lanes" else f"{threads:5d} x {unroll:2d}"
+        label = (f"min {threads:2d} rows a SM" if kind == "lanes" else "product's  " if threads == 0
+                 else f"{threads:5d} x {unroll:2d}")
         print(f"  {kind} {label}: flushed {flushed * 1e3:7.1f} us {tf / flushed:5.3f}x "
               f"{100 * floor_flushed / flushed:5.1f}% of floor   b2b {b2b * 1e3:7.1f} us {tb / b2b:5.3f}x "
               f"{100 * floor_b2b / b2b:5.1f}%")

@@ -1,6 +1,7 @@
 // CUDA reduce kernels (launch.cuh picks one per problem). By layout of the reduced elements (after the host merged contiguous dims):
 //   rows     each output reduces one contiguous row. Rows shorter than kBlockRowMinBytes go to
-//            groups of 1..32 lanes (several rows per warp, warp shuffles); longer rows to a whole block; and
+//            groups of 1..32 lanes (several rows per warp, warp shuffles) where there are enough of them
+//            (kLanesMinRowsPerSm) or they are short; other rows to a whole block; and
 //            when there are too few rows to fill the GPU, each row is split across blocks whose
 //            partial results a second kernel combines (also the all-dims reduction of a contiguous
 //            tensor). Loads are 16-byte vectors when the rows are aligned.
