@@ -232,7 +232,7 @@ TILES_VECTOR_MATH vf vmin_const(vf x, float c) {
 #if defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 32
   return (vf)_mm256_min_ps(_mm256_set1_ps(c), (__m256)x);
 #elif defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 64
-  return (vf)_mm512_min_ps(_mm512_set1_ps(c), (__m512)x);
+  return (vf)_mm512_maskz_min_ps(0xffff, _mm512_set1_ps(c), (__m512)x);  // maskz: as in widen()
 #else
   return c < x ? splat<vf>(c) : x;
 #endif
@@ -337,13 +337,14 @@ TILES_VECTOR_MATH vf vone_plus_erf(vf x, vf e) {
 TILES_VECTOR_MATH vf vone_plus_erf(vf x) { return vone_plus_erf(x, vexp_nonpositive(-(x * x))); }
 
 // gelu(x) = x Φ(x), Φ(x) = ½ (1 + erf(x / √2)): vone_plus_erf's erfc written from x itself, h = ½
-// erfc(|x| / √2) = exp(-x² / 2) ½ g(|x| / √2), Φ = h below 0 and 1 - h from 0. The √2 goes into t's factor
-// and the clamp, the ½ into g's coefficients, and x² is clamped with one min (exp's range; past it, x² >
-// 174.6, e is set to 0 so that gelu(-inf) is NaN, as torch's): four instructions fewer a vector than
-// 0.5 x vone_plus_erf(x / √2), of about 45. And t comes from a division rather than vrecip's three
-// instructions: the divider has nothing else to do in this loop. AVX2 Zen 3 host, one thread, float32
-// in cache, ns an element: 0.97 before, 0.86-0.91 with vrecip, 0.84-0.86 with the division (torch
-// 0.86-0.88); largest relative error where |gelu| > 1e-3 1.35e-6 before, 5.4e-7 now.
+// erfc(|x|/√2) = exp(-x²/2) ½ g(|x|/√2), Φ = h below 0 and 1 - h from 0. The √2 goes into t's factor and
+// the clamp, the ½ into g's coefficients, and x² is clamped with one min (exp's range). Past it, x² >
+// 174.6, e is set to 0: a huge negative x then gives -0, not x times h's floor of ~1e-39 (-0.3 at
+// -3.4e38), and -inf gives NaN, as torch's. That is four instructions fewer a vector than 0.5 x
+// vone_plus_erf(x / √2), of about 45. And t comes from a division rather than vrecip's three instructions:
+// the divider has nothing else to do in this loop. AVX2 Zen 3 host, one thread, float32 in cache, ns an
+// element: 0.97 before, 0.86-0.91 with vrecip, 0.84-0.86 with the division (torch 0.86-0.88); largest
+// relative error where |gelu| > 1e-3 1.35e-6 before, 5.4e-7 now.
 TILES_VECTOR_MATH vf vgelu(vf x) {
   constexpr float kMaxSquare = 2 * 87.3f;  // vexp_in_normal_range's limit for -x² / 2
   const vf square = x * x;
