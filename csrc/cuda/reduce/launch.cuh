@@ -48,8 +48,9 @@ void launch_rows(const ReduceProblem& p) {
   const int64_t sms = sm_count();
   // Rows under 32 KiB: a group of lanes each; longer: a block each (the crossover measured on the H100,
   // benchmarks/NOTES.md "Row reductions: lanes or a block per row"), and so do rows longer than one
-  // pass of a warp's lanes too few to fill the SMs as lanes (unmeasured: 16-bit 64 x 8192 read
-  // 0.51-0.56x of torch on lanes, 1024 x 8192 0.86-0.90x; NOTES.md "Row reductions: block shapes").
+  // pass of a warp's lanes too few to fill the SMs as lanes (H200, bf16 sums flushed against torch: 64
+  // x 8192 0.50x on lanes, 0.94-1.03x on a block; 1024 x 8192 0.84x -> 1.12x; 4096 x 8192 keeps lanes,
+  // 6% ahead of a block; NOTES.md "Row reductions: block shapes").
   const bool lanes_fill = p.num_out >= kLanesMinRows * sms || p.num_in <= int64_t(kWarp) * VEC * 4;
   if (p.num_in * int64_t(sizeof(scalar_t)) < kBlockRowMinBytes && lanes_fill) {
     // Lanes per row: about 4 vectors per lane (enough threads in flight for short rows), at most a warp.
