@@ -69,6 +69,19 @@ def assert_close_to_ref(out, ref, dtype=None, *, exact=False, msg=None):
                                rtol=tol.rtol, atol=tol.atol, equal_nan=True, msg=msg)
 
 
+GELU_SPECIAL = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 20.0, -20.0, 1e30, -1e30, 3e38, -3e38]
+
+
+def assert_gelu_special_values(map_fn):
+    """float32 gelu of GELU_SPECIAL as the float64 gelu rounded, signed zeros included: gelu(-inf) is NaN
+    (-inf * 0), a huge negative x -0 (x^2 overflows or leaves exp's range, where the CPU's float lanes set
+    exp(-x^2 / 2) to 0), a huge positive one x."""
+    special = torch.tensor(GELU_SPECIAL)
+    got, ref = map_fn(special, "gelu"), torch.nn.functional.gelu(special.double()).float()
+    torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got.signbit()[~ref.isnan()], ref.signbit()[~ref.isnan()])
+
+
 def assert_sin_cos_ulps(map_fn, floor):
     """The CPU kernels' float32 sin / cos (csrc/cpu/simd_body.h vsincos) against float64: within 2 float32
     ulps for |x| <= 125 (the vector reduction; 1.56 measured), or `floor` absolute where that is larger

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from helpers import (FLOAT_DTYPES, HALF_DTYPES, MAP_DOMAIN, MAP_FNS, MAP_REF, TOL, ZIP_DOMAIN, ZIP_EXACT,
-                     ZIP_FNS, ZIP_REF, assert_bmm_close, assert_close_to_ref, assert_reduce_close,
-                     assert_sin_cos_ulps, dtype_id, rand_values)
+                     ZIP_FNS, ZIP_REF, assert_bmm_close, assert_close_to_ref, assert_gelu_special_values,
+                     assert_reduce_close, assert_sin_cos_ulps, dtype_id, rand_values)
 
 T = torch.ops.tiles
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -108,6 +108,21 @@ def test_map_tanh_relative_error_across_its_branches():
         got, ref = T.map(special.to(dtype), "tanh"), torch.tanh(special.to(dtype))
         torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
         assert torch.equal(got.signbit()[~ref.isnan()], ref.signbit()[~ref.isnan()])  # (a NaN's sign means nothing)
+
+
+def test_map_gelu_error_and_special_values():
+    # float lanes (simd_body.h vgelu): within 1e-6 relative of the float64 gelu wherever |gelu| > 1e-3
+    # (5e-7 measured; 1.4e-6 before vgelu), within 1e-9 absolute below that (the far negative tail, where
+    # erfc's error is absolute, and near 0), including the seams at |x| = 4 sqrt(2) and where x^2 leaves
+    # exp's range (|x| = 13.2)
+    seams = torch.tensor([4 * 2 ** 0.5, 13.2, 13.3])
+    x = torch.cat([torch.linspace(-14, 14, 280001), seams, -seams])
+    ref = torch.nn.functional.gelu(x.double())
+    out = T.map(x, "gelu").double()
+    big = ref.abs() > 1e-3
+    torch.testing.assert_close(out[big], ref[big], rtol=1e-6, atol=0)
+    torch.testing.assert_close(out[~big], ref[~big], rtol=0, atol=1e-9)
+    assert_gelu_special_values(T.map)
 
 
 @dtypes
@@ -369,8 +384,8 @@ _ISA_SCRIPT = r"""
 import os, sys, numpy as np, torch
 sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the torch_tiles this test run imported, and tests/
 import torch_tiles
-from helpers import (MAP_DOMAIN, MAP_REF, assert_bmm_close, assert_close_to_ref, assert_reduce_close,
-                     assert_sin_cos_ulps, rand_values)
+from helpers import (MAP_DOMAIN, MAP_REF, assert_bmm_close, assert_close_to_ref, assert_gelu_special_values,
+                     assert_reduce_close, assert_sin_cos_ulps, rand_values)
 T = torch.ops.tiles
 # sin / cos: 2 ulps where the set has FMA (the x86 sets above base; a set wider than the CPU's runs the
 # CPU's), near zero too; without FMA the third part of q π/2 rounds, up to 2.1e-13 absolute
@@ -380,6 +395,8 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
     for fn in ("exp", "sigmoid", "abs", "relu", "neg", "silu", "tanh", "gelu", "erf", "sin", "cos"):
         assert_close_to_ref(T.map(x, fn), getattr(torch.nn.functional, fn, None)(x.double())
                             if fn in ("sigmoid", "relu", "silu", "gelu") else getattr(torch, fn)(x.double()), dtype)
+    if dtype == torch.float32:  # the base set's min is a compare and a select, the x86 sets' vminps
+        assert_gelu_special_values(T.map)
     g = rand_values((37, 301), "real").to(dtype)
     gelu_grad = torch.ops.aten.gelu_backward(g.double(), x.double())
     assert_close_to_ref(T._map_backward(g, x, "gelu"), gelu_grad, dtype)

@@ -5,7 +5,7 @@ time what a script sees (two threads, a new 32 MiB output whose page faults are 
 (NOTES.md, "The loops' lambdas and gelu").
 
     MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 \\
-        python benchmarks/probes/cpu_activations.py [fn ...]
+        python benchmarks/probes/cpu_activations.py [fn ... | fn_grad ...]
 
 The glibc settings keep a freed output for the next call (without them each 4 MiB output is a fresh
 mapping); the input is 256 x 4096. To compare two builds, copy each build's torch_tiles/_C*.so in
@@ -25,6 +25,9 @@ import torch_tiles  # noqa: E402,F401
 TORCH_FNS = {"gelu": torch.nn.functional.gelu, "exp": torch.exp, "tanh": torch.tanh, "erf": torch.erf,
              "sigmoid": torch.sigmoid, "sin": torch.sin, "cos": torch.cos, "log": torch.log, "silu":
              torch.nn.functional.silu}
+# Gradients from what autograd saves (the input, or tanh's output), against ATen's backward ops.
+TORCH_GRADS = {"gelu": torch.ops.aten.gelu_backward.default, "tanh": torch.ops.aten.tanh_backward.default,
+               "silu": torch.ops.aten.silu_backward.default}
 
 
 def ns_per_element(fn, x, calls=30, rounds=9):
@@ -43,12 +46,19 @@ def main():
     torch.set_num_threads(1)
     names = sys.argv[1:] or ["gelu", "exp", "tanh", "erf", "sigmoid"]
     x = torch.randn(256, 4096)
+    g = torch.randn_like(x)
     for name in names:
-        ref = TORCH_FNS[name]
-        arg = x.abs() + 0.1 if name == "log" else x
-        tiles_ns = ns_per_element(lambda: torch.ops.tiles.map(arg, name), arg)
-        torch_ns = ns_per_element(lambda: ref(arg), arg)
-        print(f"{name:8s} tiles {tiles_ns:.3f} ns/element  torch {torch_ns:.3f}  {torch_ns / tiles_ns:.3f}x")
+        if name.endswith("_grad"):  # e.g. gelu_grad
+            fn, ref = name[:-len("_grad")], TORCH_GRADS[name[:-len("_grad")]]
+            saved = torch.tanh(x) if fn == "tanh" else x
+            tiles_ns = ns_per_element(lambda: torch.ops.tiles._map_backward(g, saved, fn), x)
+            torch_ns = ns_per_element(lambda: ref(g, saved), x)
+        else:
+            ref = TORCH_FNS[name]
+            arg = x.abs() + 0.1 if name == "log" else x
+            tiles_ns = ns_per_element(lambda: torch.ops.tiles.map(arg, name), arg)
+            torch_ns = ns_per_element(lambda: ref(arg), arg)
+        print(f"{name:9s} tiles {tiles_ns:.3f} ns/element  torch {torch_ns:.3f}  {torch_ns / tiles_ns:.3f}x")
 
 
 if __name__ == "__main__":
