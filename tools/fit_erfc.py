@@ -4,7 +4,8 @@ erfc(a) = exp(-a^2) g(a), where g(a) = erfc(a) exp(a^2) falls smoothly from 1 to
 polynomial is g in powers of t = 1 / (1 + P a), P = 0.47, degree 7 (g(0) = 1, and t stays in (0, 1], so
 no cancellation at a = 0 and a few terms suffice): the Chebyshev interpolant in t's range converted to
 powers of t. The script reports its largest relative error against math.erfc when evaluated in float32
-arithmetic (t included). erf's tail (verfc) and gelu's 1 + erf (vone_plus_erf) both use it.
+arithmetic (t included). erf's tail (erfcx_to_4, verfc) and gelu's Φ (normal_parts, with the
+coefficients halved) use it.
 
     python tools/fit_erfc.py
 """

@@ -286,8 +286,8 @@ template <class V> inline V vabs(V x) {
 // g(a) = erfc(a) exp(a²) for 0 <= a <= 4 (past 4, where erfc is below 1.6e-8, g(4) stands in): a
 // degree-7 polynomial in t = 1 / (1 + 0.47 a), which runs from 1 to 0.35 as g falls from 1 to 0.14
 // (tools/fit_erfc.py prints it: 3.4e-7 relative in float arithmetic, mostly t's rounding). erf's tail
-// and gelu's 1 + erf both take erfc from it.
-// g as that polynomial of t, scaled by 2^kScaleLog2 (exact: the coefficients only change exponent).
+// (erfcx_to_4) and gelu's Φ (normal_parts) both take erfc from it. erfcx_poly is g as that polynomial
+// of t, scaled by 2^kScaleLog2 (exact: the coefficients only change exponent).
 constexpr float kErfcxPoly[] = {0.0979262986f, -0.465801151f, 0.698072061f, -0.223373237f,
                                 0.396625496f,  0.22655685f,   0.270278774f, -0.000285057393f};  // highest power first
 template <int kScaleLog2 = 0>
@@ -325,35 +325,33 @@ TILES_VECTOR_MATH vf verf(vf x) {
   return a < 1.0f ? x * erf_over_x(x) : tail;
 }
 
-// 2 Φ(x √2) = 1 + erf(x), for gelu: erfc(|x|) (x < 0) or 2 - erfc(|x|), so neither side cancels (the
-// second is at least 1) and one erfc, from g over the whole of [0, 4], serves both. That is one
-// polynomial where the Taylor series inside [-1, 1) and the tail's took two (both evaluated in every
-// vector): gelu 64 x 256 took 1.9x torch's time with them. `e` is exp(-x²), which gelu's gradient shares
-// with the normal density. NaN stays NaN; -inf gives 0, inf 2.
-TILES_VECTOR_MATH vf vone_plus_erf(vf x, vf e) {
-  const vf tail = e * erfcx_to_4(vabs(x));
-  return x < 0.0f ? tail : 2.0f - tail;
-}
-TILES_VECTOR_MATH vf vone_plus_erf(vf x) { return vone_plus_erf(x, vexp_nonpositive(-(x * x))); }
-
-// gelu(x) = x Φ(x), Φ(x) = ½ (1 + erf(x / √2)): vone_plus_erf's erfc written from x itself, h = ½
-// erfc(|x|/√2) = exp(-x²/2) ½ g(|x|/√2), Φ = h below 0 and 1 - h from 0. The √2 goes into t's factor and
-// the clamp, the ½ into g's coefficients, and x² is clamped with one min (exp's range). Past it, x² >
-// 174.6, e is set to 0: a huge negative x then gives -0, not x times h's floor of ~1e-39 (-0.3 at
-// -3.4e38), and -inf gives NaN, as torch's. That is four instructions fewer a vector than 0.5 x
-// vone_plus_erf(x / √2), of about 45. And t comes from a division rather than vrecip's three instructions:
-// the divider has nothing else to do in this loop. AVX2 Zen 3 host, one thread, float32 in cache, ns an
-// element: 0.97 before, 0.86-0.91 with vrecip, 0.84-0.86 with the division (torch 0.86-0.88); largest
-// relative error where |gelu| > 1e-3 1.35e-6 before, 5.4e-7 now.
-TILES_VECTOR_MATH vf vgelu(vf x) {
+// Φ(x) = ½ (1 + erf(x / √2)) and exp(-x²/2), for gelu (x Φ(x)) and its gradient (Φ(x) + x exp(-x²/2) /
+// √(2π)): h = ½ erfc(|x|/√2) = exp(-x²/2) ½ g(|x|/√2), Φ = h below 0 and 1 - h from 0, so neither side
+// cancels (1 - h is at least ½) and one erfc, from g over the whole of [0, 4], serves both (the Taylor
+// series inside and the tail's took two, both evaluated in every vector: gelu 64 x 256 took 1.9x torch's
+// time with them). Written from x itself: the √2 goes into t's factor and the clamp, the ½ into g's
+// coefficients, and x² is clamped with one min (exp's range). Past it, x² > 174.6, e is set to 0: a huge
+// negative x then gives gelu -0, not x times h's floor of ~1e-39 (-0.3 at -3.4e38), and -inf gives NaN, as
+// torch's. That is four instructions fewer a vector, of about 45, than computing 1 + erf(u) at u = x / √2;
+// and t comes from a division rather than vrecip's three instructions: the divider has nothing else to do
+// in these loops. AVX2 Zen 3 host, one thread, float32 in cache, ns an element: gelu 0.97 before,
+// 0.86-0.91 with vrecip, 0.84-0.86 with the division (torch 0.86-0.88), largest relative error where
+// |gelu| > 1e-3 1.35e-6 before, 5.4e-7 after; the gradient 1.22-1.35 -> 1.14-1.26 (torch 1.8-2.2), largest
+// relative error where it exceeds 1e-3 (cancellation near its zero at x = -0.75 bounds it) 8.9e-5 ->
+// 5.4e-5 (torch 9.2e-5).
+struct NormalParts {
+  vf cdf, e;  // Φ(x), and exp(-x² / 2), which the density is a multiple of
+};
+TILES_VECTOR_MATH NormalParts normal_parts(vf x) {
   constexpr float kMaxSquare = 2 * 87.3f;  // vexp_in_normal_range's limit for -x² / 2
   const vf square = x * x;
   const vf e_in_range = vexp_in_normal_range(vmin_const(square, kMaxSquare) * -0.5f);
   const vf e = square > kMaxSquare ? splat<vf>(0.0f) : e_in_range;
   const vf t = 1.0f / (vmin_const(vabs(x), float(4 * M_SQRT2)) * float(0.47 * M_SQRT1_2) + 1.0f);
   const vf h = e * erfcx_poly<-1>(t);
-  return x * (x < 0.0f ? h : 1.0f - h);
+  return {x < 0.0f ? h : 1.0f - h, e};
 }
+TILES_VECTOR_MATH vf vgelu(vf x) { return x * normal_parts(x).cdf; }
 
 // log in float lanes: x = m 2^e with m in [√½, √2) (subnormals scaled by 2^23 first), log m = 2 atanh(s)
 // with s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^9 (the next term is below 3e-9 of the
@@ -509,10 +507,8 @@ template <MapFn F, class V> TILES_VECTOR_MATH V vmap_grad(V g, V v) {
     const V s = T(1) / (T(1) + vexp(-v));
     return g * (s * (T(1) + v * (T(1) - s)));
   } else if constexpr (F == MapFn::Gelu && std::is_same_v<V, vf>) {
-    const vf u = v * float(M_SQRT1_2), e = vexp_nonpositive(-0.5f * v * v);  // exp(-u²): Φ's tail, the density
-    const vf cdf = 0.5f * vone_plus_erf(u, e);
-    const vf pdf = e * float(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / √(2π)
-    return g * (cdf + v * pdf);
+    const NormalParts n = normal_parts(v);
+    return g * (n.cdf + v * (n.e * float(0.5 * M_2_SQRTPI * M_SQRT1_2)));  // the density: e / √(2π)
   } else if constexpr (F == MapFn::Erf && std::is_same_v<V, vf>) {
     return g * (float(M_2_SQRTPI) * vexp(-(v * v)));
   } else if constexpr (F == MapFn::Sin && std::is_same_v<V, vf>) {
