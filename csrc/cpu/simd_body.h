@@ -228,6 +228,7 @@ TILES_VECTOR_MATH vf vexp_nonpositive(vf x) {
 
 // min(x, c) for a constant c, keeping a NaN x: the x86 sets' min returns its second operand when either
 // is NaN, so min(c, x) is exactly `c < x ? c : x`, one instruction where GCC makes the select two.
+// (vmin, for two variables, must keep a NaN on either side: one instruction cannot.)
 TILES_VECTOR_MATH vf vmin_const(vf x, float c) {
 #if defined(TILES_ISA_TARGET) && TILES_VEC_BYTES == 32
   return (vf)_mm256_min_ps(_mm256_set1_ps(c), (__m256)x);
@@ -287,12 +288,11 @@ template <class V> inline V vabs(V x) {
 // degree-7 polynomial in t = 1 / (1 + 0.47 a), which runs from 1 to 0.35 as g falls from 1 to 0.14
 // (tools/fit_erfc.py prints it: 3.4e-7 relative in float arithmetic, mostly t's rounding). erf's tail
 // (erfcx_to_4) and gelu's Φ (normal_parts) both take erfc from it. erfcx_poly is g as that polynomial
-// of t, scaled by 2^kScaleLog2 (exact: the coefficients only change exponent).
+// of t, times `scale`: a power of two, so the scaled coefficients are exact (and, the call inlined with
+// a constant, folded at compile time).
 constexpr float kErfcxPoly[] = {0.0979262986f, -0.465801151f, 0.698072061f, -0.223373237f,
                                 0.396625496f,  0.22655685f,   0.270278774f, -0.000285057393f};  // highest power first
-template <int kScaleLog2 = 0>
-TILES_VECTOR_MATH vf erfcx_poly(vf t) {
-  constexpr float scale = kScaleLog2 >= 0 ? float(1 << kScaleLog2) : 1.0f / float(1 << -kScaleLog2);
+TILES_VECTOR_MATH vf erfcx_poly(vf t, float scale = 1.0f) {
   vf p = splat<vf>(kErfcxPoly[0] * scale);
   for (int i = 1; i < int(std::size(kErfcxPoly)); ++i) p = p * t + kErfcxPoly[i] * scale;
   return p;
@@ -348,7 +348,7 @@ TILES_VECTOR_MATH NormalParts normal_parts(vf x) {
   const vf e_in_range = vexp_in_normal_range(vmin_const(square, kMaxSquare) * -0.5f);
   const vf e = square > kMaxSquare ? splat<vf>(0.0f) : e_in_range;
   const vf t = 1.0f / (vmin_const(vabs(x), float(4 * M_SQRT2)) * float(0.47 * M_SQRT1_2) + 1.0f);
-  const vf h = e * erfcx_poly<-1>(t);
+  const vf h = e * erfcx_poly(t, 0.5f);
   return {x < 0.0f ? h : 1.0f - h, e};
 }
 TILES_VECTOR_MATH vf vgelu(vf x) { return x * normal_parts(x).cdf; }
