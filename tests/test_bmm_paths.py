@@ -488,11 +488,16 @@ def test_hopper_tile_width_by_name_rejects_float32():
         torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
 
 
-# The two ways a tile reaches memory, forced by name (to time them against each other on a new GPU):
-# TMA's bulk stores and the threads' evict-first ones write the same bits. One k-block (the streaming
-# store's own case) over edge tiles in M and N, with a batch-broadcast a; and a long K over few tiles,
-# which the plan would split and a forced store runs unsplit. (Which store ran, the bits cannot tell.)
+# The ways a tile reaches memory, forced by name (to time them against each other on a new GPU):
+# TMA's bulk stores, the threads' evict-first ones and, at 256 columns, TMA's from buffers for the
+# whole tile (a stage fewer) write the same bits. One k-block (the streaming store's own case) and two
+# (the whole-tile store's) over edge tiles in M and N, with a batch-broadcast a; and a long K over few
+# tiles, which the plan would split and a forced store runs unsplit. (Which store ran, the bits cannot tell.)
 FORCED_STORES = ["tma-store", "streaming-store"]
+
+
+def forced_stores(width):
+    return FORCED_STORES + (["whole-tile-store"] if width == 256 else [])
 
 
 @requires_cuda
@@ -502,12 +507,13 @@ FORCED_STORES = ["tma-store", "streaming-store"]
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_stores_by_name(dtype, width, layouts):
     hopper_expected()
-    for batch, m, n, k in [(3, 300, 520, 64), (1, 256, 1000, 8192)]:
+    for batch, m, n, k in [(3, 300, 520, 64), (2, 300, 520, 120), (1, 256, 1000, 8192)]:
         a, b = operands(layouts, batch, m, n, k, dtype)
         for lhs in (a, a[0]) if batch > 1 else (a,):
-            tma, streaming = (poisoned_on_path(lhs, b, f"hopper-{width} {store}") for store in FORCED_STORES)
+            tma, *others = (poisoned_on_path(lhs, b, f"hopper-{width} {store}") for store in forced_stores(width))
             assert_bmm_close(tma, lhs, b, msg=f"hopper-{width} tma-store {(batch, m, n, k)}")
-            assert torch.equal(tma, streaming), f"hopper-{width}: the two stores wrote different bits"
+            for store, out in zip(forced_stores(width)[1:], others):
+                assert torch.equal(tma, out), f"hopper-{width}: {store} wrote other bits than tma-store"
 
 
 @requires_cuda
@@ -519,6 +525,10 @@ def test_hopper_forced_store_needs_a_tma_output():
         torch.ops.tiles._bmm_on_path(a, b, "hopper-128 streaming-store")
     with pytest.raises(RuntimeError, match="tma-store' or 'streaming-store' \\(128, 192, 256\\)"):
         torch.ops.tiles._bmm_on_path(a, a, "hopper-96 tma-store")
+    with pytest.raises(RuntimeError, match="'whole-tile-store' needs an output that TMA can describe"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper-256 whole-tile-store")
+    with pytest.raises(RuntimeError, match="'hopper-256 whole-tile-store'"):
+        torch.ops.tiles._bmm_on_path(a, a, "hopper-128 whole-tile-store")
 
 
 def batches_to_fill(m, n, dtype, times):

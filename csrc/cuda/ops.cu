@@ -91,7 +91,8 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise;
 // "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
-// " tma-store" / " streaming-store" the way every tile is written, unsplit (at 128, 192 and 256).
+// " tma-store" / " streaming-store" the way every tile is written, unsplit (at 128, 192 and 256), and
+// " whole-tile-store" TMA's stores from buffers for a whole tile (at 256).
 struct NamedPath {
   c10::string_view name;
   Path kernel;
@@ -117,6 +118,7 @@ constexpr NamedPath kNamedPaths[] = {
     {"hopper-192 streaming-store", Path::hopper, 192, true, hopper::Pair::none, hopper::Store::streaming},
     {"hopper-256 tma-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::tma},
     {"hopper-256 streaming-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::streaming},
+    {"hopper-256 whole-tile-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::tma_whole_tile},
     {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
@@ -131,7 +133,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   TILES_CHECK(named != std::end(kNamedPaths),
               "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), "
               "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'hopper-<width> tma-store' or ",
-              "'streaming-store' (128, 192, 256), 'mma', "
+              "'streaming-store' (128, 192, 256), 'hopper-256 whole-tile-store', 'mma', "
               "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'general', 'general-32' or "
               "'general-64', got '", std::string(path), "'");
   const char* why = "";

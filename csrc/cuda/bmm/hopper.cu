@@ -1,5 +1,7 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
+#include <cstdlib>
+
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -12,6 +14,9 @@ namespace tiles::cuda::hopper {
 template <class T, int BN, bool kTransA, bool kTransB>
 void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
             const GemmShape& shape, int grid);
+template <class T, bool kTransA, bool kTransB>
+void launch_whole_tile(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                       const GemmShape& shape, int grid);
 template <class T, int BN, bool kTransA, bool kTransB>
 void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                  const GemmShape& shape, int grid, Pair pair);
@@ -45,6 +50,12 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
 template <class T>
 void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
                   const GemmShape& s, int grid, int bn, Pair pair) {
+  if (s.store == Store::tma_whole_tile) {  // 256-wide, single blocks (plan)
+    if (ta && tb) return launch_whole_tile<T, true, true>(ma, mb, mc, c, s, grid);
+    if (ta) return launch_whole_tile<T, true, false>(ma, mb, mc, c, s, grid);
+    if (tb) return launch_whole_tile<T, false, true>(ma, mb, mc, c, s, grid);
+    return launch_whole_tile<T, false, false>(ma, mb, mc, c, s, grid);
+  }
   switch (bn) {
     case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid, pair);
     case 192: return launch_layouts<T, 192>(ma, mb, mc, ta, tb, c, s, grid, pair);
@@ -172,12 +183,16 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
   if (forced_store) {
-    TORCH_INTERNAL_ASSERT(*forced_store == Store::tma || *forced_store == Store::streaming,
-                          "hopper::plan: a forced store is TMA's or the streaming one");
-    const char* name = *forced_store == Store::tma ? "tma-store" : "streaming-store";
+    const Store forced = *forced_store;
+    TORCH_INTERNAL_ASSERT(forced == Store::tma || forced == Store::streaming || forced == Store::tma_whole_tile,
+                          "hopper::plan: a forced store is TMA's, TMA's of whole tiles or the streaming one");
+    TORCH_INTERNAL_ASSERT(forced != Store::tma_whole_tile || (bn == 256 && pair == Pair::none),
+                          "hopper::plan: whole-tile stores are built for 256-wide single blocks");
+    const char* name = forced == Store::tma ? "tma-store" : forced == Store::streaming ? "streaming-store"
+                                                                                      : "whole-tile-store";
     TORCH_CHECK(store == Store::tma || store == Store::streaming, "tiles::_bmm_on_path: '", name,
                 "' needs an output that TMA can describe (rows of 16-byte multiples, 16-byte aligned)");
-    store = *forced_store;
+    store = forced;
   }
   // Paired blocks walk pairs of tiles, two blocks to a pair.
   const int per = pair == Pair::none ? 1 : 2;
@@ -209,6 +224,7 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) 
   s.a_broadcast = la.batch == 1, s.b_broadcast = lb.batch == 1;
   s.tiles_m = chosen.tiles_m, s.tiles_n = chosen.tiles_n;
   s.store = chosen.store;
+  s.exp_never_hold = std::getenv("TILES_EXP_NEVER_HOLD") != nullptr;  // EXPERIMENT
   s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
   // Split-K: each slice's float partials, [splits][batch][m][n], summed in slice order into the output.
   const int64_t outputs = p.batch * p.m * p.n;
@@ -221,7 +237,7 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) 
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : 128);
   const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
-  if (s.store == Store::tma) mc = tensor_map(p.out, chosen.out, kBox);
+  if (s.store == Store::tma || s.store == Store::tma_whole_tile) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
     launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn, chosen.pair);

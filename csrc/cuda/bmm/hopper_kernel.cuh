@@ -51,10 +51,11 @@ struct GemmShape {
   float* partials;   // [splits][batch][m][n] when splits > 1
   int tiles_m, tiles_n;
   bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
-  Store store;                    // Store::tma: the output is described by map_c
+  Store store;                    // Store::tma, tma_whole_tile: the output is described by map_c
+  bool exp_never_hold;            // EXPERIMENT: store every tile right after its mainloop
 };
 
-template <int BN>
+template <int BN, bool kWholeTile = false>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
@@ -66,6 +67,8 @@ struct TileConfig {
   // (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
   static_assert(BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 96, 112, 128, 160, 192 or 256 columns wide");
+  static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
+  static constexpr int kWidth = BN;
   static constexpr bool kStagedStores = BN % 64 == 0;
   static constexpr int BM = 128, BK = 64;
   static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
@@ -83,12 +86,15 @@ struct TileConfig {
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
   // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers), which
   // leaves room for a 5th stage. None where the tile is not staged.
-  static constexpr int kCBuffers = BN == 192 ? 1 : 2;
+  // Store::tma_whole_tile (kWholeTile): a 256-wide tile's four chunks a consumer in one group, so that
+  // a tile's stores never wait for its own earlier chunks to leave shared memory, at the price of a
+  // stage (short K: bmm/hopper.cu plan).
+  static constexpr int kCBuffers = kWholeTile ? BN / 64 : BN == 192 ? 1 : 2;
   static constexpr int kStoreGroups = kStagedStores ? BN / 64 / kCBuffers : 0;
   static constexpr int kCBytes = kStagedStores ? kConsumers * kCBuffers * kChunkBytes : 0;
   // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6); 96 and 112 (32 KiB stages) at 6, as
   // cuBLAS runs its 96 x 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
-  static constexpr int kStages = BN == 256 ? 4 : BN < 128 ? 6 : 5;
+  static constexpr int kStages = kWholeTile ? 3 : BN == 256 ? 4 : BN < 128 ? 6 : 5;
   // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
   // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
   // kernel hangs in setmaxnreg.inc). Paired blocks' producers walk pairs and multicast, which spills at
@@ -178,10 +184,9 @@ struct PendingTile {
 // Store group `g` of a packed tile through shared memory and TMA: one thread waits until the stores of
 // the previous group are done reading the buffers, the warpgroup stages the group's chunks, and the
 // same thread issues one TMA store per chunk, which drain while the consumer goes on.
-template <class T, int BN>
+template <class T, class Cfg>
 __device__ __forceinline__ void store_group_tma(const uint32_t* packed, uint8_t* buffers, const CUtensorMap* map_c,
                                                 const GemmShape& shape, const PendingTile& pt, int g, int w) {
-  using Cfg = TileConfig<BN>;
   constexpr int kGroups = Cfg::kStoreGroups;
   const bool leader = threadIdx.x % 128 == 0;
   if (leader) bulk_wait_read<0>();
@@ -210,10 +215,10 @@ __device__ __forceinline__ void store_group_tma(const uint32_t* packed, uint8_t*
 // instead of pushing out the operands, and nothing waits for a bulk store to finish reading a buffer,
 // which is free again once every thread has loaded its pieces. Needs rows of 16-byte multiples (N % 8 ==
 // 0) and a 16-byte-aligned output, as the TMA store does.
-template <class T, int BN>
+template <class T, class Cfg>
 __device__ __forceinline__ void store_tile_streaming(const uint32_t* packed, uint8_t* buffers, T* c, const GemmShape& shape,
                                                      const TileCoord& tc, int w) {
-  using Cfg = TileConfig<BN>;
+  constexpr int BN = Cfg::kWidth;
   constexpr int kChunks = BN / 64, kPerGroup = Cfg::kCBuffers;
   static_assert(kChunks % kPerGroup == 0, "a store group is kCBuffers whole chunks");
   // A group's 16-byte pieces, 8 per chunk row; thread t takes pieces t, t + 128, ...; piece p is
@@ -311,12 +316,12 @@ __device__ __forceinline__ void load_operand(uint32_t at, const CUtensorMap* map
   }
 }
 
-template <class T, int BN, bool kTransA, bool kTransB, Pair kPair>
-__global__ void __launch_bounds__(TileConfig<BN>::kThreads, 1)
+template <class T, int BN, bool kTransA, bool kTransB, Pair kPair, bool kWholeTile = false>
+__global__ void __launch_bounds__(TileConfig<BN, kWholeTile>::kThreads, 1)
 hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, T* __restrict__ c, const GemmShape shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = TileConfig<BN>;
+  using Cfg = TileConfig<BN, kWholeTile>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
 
   extern __shared__ uint8_t smem_raw[];
@@ -398,9 +403,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;
-  const bool overlap = k_blocks > kGroups;
+  const bool overlap = !kWholeTile && k_blocks > kGroups && !shape.exp_never_hold;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
-  auto store_group = [&](int g) { store_group_tma<T, BN>(packed, buffers, &map_c, shape, pending, g, w); };
+  auto store_group = [&](int g) { store_group_tma<T, Cfg>(packed, buffers, &map_c, shape, pending, g, w); };
   auto release = [&](int stage) {  // by one thread of the warpgroup
     mbarrier_arrive(empty_at + 8 * stage);
     if constexpr (kBlocks == 2) mbarrier_arrive_peer(empty_at + 8 * stage, rank ^ 1);
@@ -446,14 +451,17 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     } else {
       switch (shape.store) {
         case Store::tma:
+        case Store::tma_whole_tile:  // the same code on Cfg's buffers: one group of four chunks
           pack_tile<T, BN>(acc, packed);
           pending = {tc.batch, tc.tm * BM + 64 * w, tc.tn * BN, overlap};
           if (!overlap)
             for (int g = 0; g < kGroups; ++g) store_group(g);
           break;
         case Store::streaming:
-          pack_tile<T, BN>(acc, packed);
-          store_tile_streaming<T, BN>(packed, buffers, c, shape, tc, w);
+          if constexpr (!kWholeTile) {  // bmm/hopper.cu launches the whole-tile kernel for its store only
+            pack_tile<T, BN>(acc, packed);
+            store_tile_streaming<T, Cfg>(packed, buffers, c, shape, tc, w);
+          }
           break;
         case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
         case Store::partials: store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w); break;
@@ -463,7 +471,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   if constexpr (Cfg::kStagedStores)
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
-  if (shape.store == Store::tma && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  if ((shape.store == Store::tma || shape.store == Store::tma_whole_tile) && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
   if constexpr (kBlocks == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }

@@ -7,6 +7,7 @@ namespace tiles::cuda::hopper {
 
 enum class Store : int {
   tma,        // TMA bulk stores from the swizzled buffers (store_group_tma)
+  tma_whole_tile,  // the same from buffers for a whole 256-wide tile, a stage fewer (TileConfig's kWholeTile)
   streaming,  // the threads' own evict-first 16-byte stores from the same buffers (store_tile_streaming)
   direct,     // bounds-checked stores straight from the accumulators (store_tile_direct)
   partials,   // the same, of the float accumulators, into a split-K slice of GemmShape::partials
