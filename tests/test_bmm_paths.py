@@ -531,6 +531,22 @@ def test_hopper_forced_store_needs_a_tma_output():
         torch.ops.tiles._bmm_on_path(a, a, "hopper-128 whole-tile-store")
 
 
+@requires_cuda
+@pytest.mark.parametrize("k", [72, 128, 192])
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_whole_tile_store(dtype, layouts, k):
+    # Two or three k-blocks over 256-wide tiles (40 x 250 x 1000: three waves of 256-wide tiles on 132
+    # SMs, four of 192; edge tiles in M, N and K): bmm stages each tile whole in one store group
+    # (Store::tma_whole_tile, a stage fewer), which writes what half-tile groups write.
+    hopper_expected()
+    a, b = operands(layouts, 40, 250, 1000, k, dtype)
+    assert_tile(a, b, 256)
+    out = poisoned_bmm(a, b)
+    assert_bmm_close(out, a, b)
+    assert torch.equal(out, poisoned_on_path(a, b, "hopper-256 tma-store"))
+
+
 def batches_to_fill(m, n, dtype, times):
     """The number of [m, n] output matrices whose bytes are `times` the GPU's L2 cache."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size

@@ -181,7 +181,8 @@ def hopper_split_k():
 # The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
 # and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones). bmm picks
 # it only where DRAM is slower than 4 TB/s (the H100; the H200 keeps TMA's stores), so the driver runs it
-# by name at the width bmm's plan gives each N, and bmm's own pick beside it (prefilled: TMA's stores).
+# by name at the width bmm's plan gives each N, and bmm's own pick beside it (prefilled: TMA's stores,
+# of whole 256-wide tiles at N = 2056 where DRAM is faster; the whole-tile store also by name there).
 def hopper_streaming():
     for n, width in ((2056, 256), (376, 192), (120, 128)) if dev == "cuda" else ():
         mm, k = 1000, 72
@@ -193,6 +194,10 @@ def hopper_streaming():
                 bad.append(f"short-K case took {path}")  # the plan changed: this case no longer covers the stores
             check(f"bmm bf16 {b}x{mm}x{k}x{n} [hopper-{width} streaming-store]",
                   on_path(a, w, f"hopper-{width} streaming-store"), ref, 2e-2 * k ** 0.5)
+            if width == 256:
+                nan_prefill(b * mm * n, torch.bfloat16)
+                check(f"bmm bf16 {b}x{mm}x{k}x{n} [hopper-256 whole-tile-store]",
+                      on_path(a, w, "hopper-256 whole-tile-store"), ref, 2e-2 * k ** 0.5)
         nan_prefill(b * mm * n, torch.bfloat16)
         check(f"bmm bf16 {b}x{mm}x{k}x{n} [{path}]", T.bmm(a, w), ref, 2e-2 * k ** 0.5)
         del a, w, ref

@@ -1,7 +1,5 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
-#include <cstdlib>
-
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -182,6 +180,14 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
+  // Two or three k-blocks a 256-wide tile: its mainloop is short beside its 64 KiB store, and with
+  // buffers for half a tile the second half waits for the first to leave shared memory, at the output's
+  // DRAM rate. Buffers for the whole tile (a stage fewer) store it in one go, which waits only for the
+  // previous tile's stores: on an H200, 48 x 2048^2 x 128 155 -> 137 us (cuBLAS 128), 2 x 8192^2 x 128
+  // 124 -> 93 (105), K = 192 188 -> 177; at K = 64 it was even, at 256 10% slower (NOTES.md, "Short
+  // K: whole-tile store buffers").
+  if (store == Store::tma && bn == 256 && pair == Pair::none && k_blocks >= 2 && k_blocks <= 3)
+    store = Store::tma_whole_tile;
   if (forced_store) {
     const Store forced = *forced_store;
     TORCH_INTERNAL_ASSERT(forced == Store::tma || forced == Store::streaming || forced == Store::tma_whole_tile,
@@ -224,7 +230,6 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) 
   s.a_broadcast = la.batch == 1, s.b_broadcast = lb.batch == 1;
   s.tiles_m = chosen.tiles_m, s.tiles_n = chosen.tiles_n;
   s.store = chosen.store;
-  s.exp_never_hold = std::getenv("TILES_EXP_NEVER_HOLD") != nullptr;  // EXPERIMENT
   s.k_blocks = chosen.k_blocks, s.splits = chosen.splits;
   // Split-K: each slice's float partials, [splits][batch][m][n], summed in slice order into the output.
   const int64_t outputs = p.batch * p.m * p.n;

@@ -21,7 +21,9 @@
 // in one group of two buffers, a 192-wide one in three groups of one, a 256-wide one in two groups of
 // two (a whole-tile buffer would take 64 KiB, one operand stage). The groups are staged during the next
 // tile's first k-blocks, one per k-block, so the tensor cores do not wait for the epilogue; a tile of
-// no more k-blocks than groups is stored right after its mainloop. Or, when the kernel is a write
+// no more k-blocks than groups is stored right after its mainloop. Where K is two or three k-blocks, a
+// 256-wide tile is staged whole in one group instead (Store::tma_whole_tile: buffers for the whole tile,
+// a stage fewer), stored right after its mainloop. Or, when the kernel is a write
 // stream (or by name, bmm/store.h), the consumer's own threads copy the buffers out with evict-first
 // 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither can address it,
 // and the consumers store straight from registers; so they do a split-K slice's float partials, and
@@ -52,7 +54,6 @@ struct GemmShape {
   int tiles_m, tiles_n;
   bool a_broadcast, b_broadcast;  // read batch 0 for every output batch
   Store store;                    // Store::tma, tma_whole_tile: the output is described by map_c
-  bool exp_never_hold;            // EXPERIMENT: store every tile right after its mainloop
 };
 
 template <int BN, bool kWholeTile = false>
@@ -403,7 +404,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;
-  const bool overlap = !kWholeTile && k_blocks > kGroups && !shape.exp_never_hold;
+  // Whole-tile buffers (short K) store every tile at once: held, its 64 packed registers a thread would
+  // live beside the accumulators through the next mainloop, which spills.
+  const bool overlap = !kWholeTile && k_blocks > kGroups;
   uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
   auto store_group = [&](int g) { store_group_tma<T, Cfg>(packed, buffers, &map_c, shape, pending, g, w); };
   auto release = [&](int stage) {  // by one thread of the warpgroup
