@@ -186,7 +186,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   // previous tile's stores: on an H200, 48 x 2048^2 x 128 155 -> 137 us (cuBLAS 128), 2 x 8192^2 x 128
   // 124 -> 93 (105), K = 192 188 -> 177; at K = 64 it was even, at 256 10% slower (NOTES.md, "Short
   // K: whole-tile store buffers").
-  if (store == Store::tma && bn == 256 && pair == Pair::none && k_blocks >= 2 && k_blocks <= 3)
+  if (!forced_store && store == Store::tma && bn == 256 && pair == Pair::none && k_blocks >= 2 && k_blocks <= 3)
     store = Store::tma_whole_tile;
   if (forced_store) {
     const Store forced = *forced_store;
