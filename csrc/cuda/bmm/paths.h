@@ -70,7 +70,7 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // (bmm/pair.h; "hopper-<width> pair-b" / "pair-a"), built for bf16 at 96, 128 and 192 columns.
 // `store`: the plan's (bmm/store.h), or Store::tma / Store::streaming forced for every tile, unsplit
 // ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
-// describe).
+// describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store").
 void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt);
 // How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
 // "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
