@@ -93,8 +93,9 @@ struct TileConfig {
   static constexpr int kCBuffers = kWholeTile ? BN / 64 : BN == 192 ? 1 : 2;
   static constexpr int kStoreGroups = kStagedStores ? BN / 64 / kCBuffers : 0;
   static constexpr int kCBytes = kStagedStores ? kConsumers * kCBuffers * kChunkBytes : 0;
-  // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6); 96 and 112 (32 KiB stages) at 6, as
-  // cuBLAS runs its 96 x 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
+  // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6; 256 with whole-tile buffers: three
+  // 48 KiB stages beside 64 KiB of buffers); 96 and 112 (32 KiB stages) at 6, as cuBLAS runs its 96 x
+  // 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
   static constexpr int kStages = kWholeTile ? 3 : BN == 256 ? 4 : BN < 128 ? 6 : 5;
   // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
   // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
@@ -474,7 +475,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   if constexpr (Cfg::kStagedStores)
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
-  if ((shape.store == Store::tma || shape.store == Store::tma_whole_tile) && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  const bool bulk_stores = shape.store == Store::tma || shape.store == Store::tma_whole_tile;
+  if (bulk_stores && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
   if constexpr (kBlocks == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }
