@@ -14,6 +14,11 @@ reported times are the medians over rounds and the speedup (torch ms / tiles ms)
 per-round speedups, with the lowest and highest round beside it: other work on a small machine moves
 single timings by tens of percent, and a pair timed back to back shares whatever load there was.
 Rows go to benchmarks/results/cpu.json through results_file.merge("cpu", ...), named "cpu <case>".
+
+Each map / zip case also times its write floor in the same rounds: a new tensor of the output's size and
+dtype written once (torch.empty(...).fill_(1)), which both libraries pay for every output they return.
+On a large output that is mostly the first touch of new pages (page faults), not bandwidth; rows
+record floor_ms and pct_of_floor (floor ms / tiles ms, %) and torch_pct_of_floor beside it.
 """
 import argparse
 import statistics
@@ -133,23 +138,39 @@ def max_rel_error(out, ref):
     return (out - ref).abs().max().item() / (scale or 1.0) if ref.numel() else 0.0
 
 
+def write_floor(out):
+    """A new tensor of out's size and dtype, written once: what returning such an output costs at least."""
+    shape, dtype = out.shape, out.dtype
+    return lambda: torch.empty(shape, dtype=dtype).fill_(1)
+
+
 def run_case(name, make, tiles_fn, torch_fn, rounds, min_ms):
     # Every tiles call is a Python lambda around the op; torch's is given the same frame (on a 5 us op a
     # lambda and an overload-packet lookup are ~0.6 us: the tanh gradient read 0.88x without it).
     torch_fn = (lambda f: lambda *a: f(*a))(torch_fn)
     args = make()
-    err = max_rel_error(tiles_fn(*args), torch_fn(*[a.double() for a in args]))
-    tiles_ms, torch_ms = [], []
+    out = tiles_fn(*args)
+    err = max_rel_error(out, torch_fn(*[a.double() for a in args]))
+    floor_fn = write_floor(out) if name.startswith(("map ", "zip ")) else None
+    del out
+    tiles_ms, torch_ms, floor_ms = [], [], []
     for r in range(rounds):
         pair = [(tiles_ms, tiles_fn), (torch_ms, torch_fn)]
         for times, fn in (pair if r % 2 == 0 else pair[::-1]):
             times.append(time_ms(fn, args, min_ms))
+        if floor_fn:
+            floor_ms.append(time_ms(floor_fn, (), min_ms))
     speedups = [b / a for a, b in zip(tiles_ms, torch_ms)]
-    return {"name": f"cpu {name}", "tiles_ms": round(statistics.median(tiles_ms), 4),
-            "torch_ms": round(statistics.median(torch_ms), 4),
-            "speedup": round(statistics.median(speedups), 3),
-            "speedup_rounds": [round(min(speedups), 3), round(max(speedups), 3)],
-            "threads": torch.get_num_threads(), "max_rel_error": float(f"{err:.3g}")}
+    row = {"name": f"cpu {name}", "tiles_ms": round(statistics.median(tiles_ms), 4),
+           "torch_ms": round(statistics.median(torch_ms), 4),
+           "speedup": round(statistics.median(speedups), 3),
+           "speedup_rounds": [round(min(speedups), 3), round(max(speedups), 3)],
+           "threads": torch.get_num_threads(), "max_rel_error": float(f"{err:.3g}")}
+    if floor_ms:
+        floor = statistics.median(floor_ms)
+        row.update(floor_ms=round(floor, 4), pct_of_floor=round(100 * floor / row["tiles_ms"], 1),
+                   torch_pct_of_floor=round(100 * floor / row["torch_ms"], 1))
+    return row
 
 
 def main():
@@ -163,14 +184,17 @@ def main():
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}, tiles from {torch_tiles.__file__}")
-    print(f"{'case':<44} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'max rel err':>11}")
+    print(f"{'case':<44} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'rounds':>11} {'max rel err':>11} "
+          f"{'floor ms':>9} {'% of floor':>10}")
     for name, make, tiles_fn, torch_fn in _cases():
         if args.k not in name:
             continue
         row = run_case(name, make, tiles_fn, torch_fn, args.rounds, args.min_ms)
         lo, hi = row["speedup_rounds"]
         print(f"{row['name']:<44} {row['tiles_ms']:>9.3f} {row['torch_ms']:>9.3f} {row['speedup']:>7.2f}x "
-              f"{lo:>5.2f}-{hi:<5.2f} {row['max_rel_error']:>11.2g}", flush=True)
+              f"{lo:>5.2f}-{hi:<5.2f} {row['max_rel_error']:>11.2g}"
+              + (f" {row['floor_ms']:>9.3f} {row['pct_of_floor']:>5.0f} / {row['torch_pct_of_floor']:<3.0f}"
+                 if "floor_ms" in row else ""), flush=True)
         rows.append(row)
     if not args.no_write and rows:
         header = {"threads": torch.get_num_threads(),
