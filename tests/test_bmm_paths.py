@@ -330,8 +330,9 @@ def test_hopper_path_many_tiles_and_batches():
 # groups at 256-wide tiles, three at 192-wide, one at 128-wide) unless K has no more k-blocks than the
 # tile has groups; then it is stored right after its mainloop. In every shape each block walks at least
 # two tiles, over several tile columns, with edge tiles in M and N (on 132 SMs): 14 x 520 x 1000 (280
-# tiles at 256-wide, 3 waves, against 4 at 192-wide) runs 256-wide tiles, where K <= 128 stores right
-# away and 200 and 264 are held; 12 x 520 x 1032 (360 tiles at 192-wide: 3 waves, as at 256-wide, against
+# tiles at 256-wide, 3 waves, against 4 at 192-wide) runs 256-wide tiles, where K <= 64 stores right
+# away, 72 and 128 (two k-blocks) store whole tiles right away (Store::tma_whole_tile, which
+# test_hopper_whole_tile_store compares with the half-tile groups) and 200 and 264 are held; 12 x 520 x 1032 (360 tiles at 192-wide: 3 waves, as at 256-wide, against
 # 5 at 128-wide) runs 192-wide ones, where K <= 192 stores right away and 200 and 264 are held; 44 x 250
 # x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where K <= 64 stores right
 # away and 72 (the second k-block partial) and up are held.

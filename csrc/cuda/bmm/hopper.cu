@@ -151,8 +151,9 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
-// `pair`: paired blocks (bmm/pair.h), by name only, pending measurements. `forced_store`: TMA's or the
-// threads' streaming stores for every tile, without split-K (by name only, to time the two).
+// `pair`: paired blocks (bmm/pair.h), by name only, pending measurements. `forced_store`: TMA's stores,
+// TMA's of whole tiles (256-wide only) or the threads' streaming stores for every tile, without split-K
+// (by name only, to time them against each other).
 Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
           std::optional<Store> forced_store = std::nullopt) {
   const int tiles_m = int((p.m + 127) / 128);

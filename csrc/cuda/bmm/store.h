@@ -1,6 +1,6 @@
 // How the 16-bit Hopper bmm's consumers write an output tile: bmm/hopper.cu `plan` picks one, and
-// tiles::_bmm_on_path's "hopper-<width> tma-store" / "streaming-store" force one (to time the two on a
-// new GPU). Host and device code both name it, so it stands alone.
+// tiles::_bmm_on_path's "hopper-<width> tma-store" / "streaming-store" / "hopper-256 whole-tile-store"
+// force one (to time them on a new GPU). Host and device code both name it, so it stands alone.
 #pragma once
 
 namespace tiles::cuda::hopper {
