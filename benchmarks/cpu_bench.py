@@ -59,6 +59,13 @@ def _cases():
               lambda g, x: T._map_backward.default(g, x, "gelu"), torch.ops.aten.gelu_backward.default))
     c.append(("map tanh gradient fp32 64x256", lambda: (_rand(64, 256), torch.tanh(_rand(64, 256))),
               lambda g, y: T._map_backward.default(g, y, "tanh"), torch.ops.aten.tanh_backward.default))
+    # The same gradients as a training step reaches them: the forward op and autograd's backward node
+    # (ours calls the gradient kernel from C++, with no Python and no string argument to convert).
+    for fn, torch_fn in (("gelu", torch.nn.functional.gelu), ("tanh", torch.tanh)):
+        c.append((f"map {fn} forward+backward fp32 64x256",
+                  lambda: (_rand(64, 256).requires_grad_(), _rand(64, 256)),
+                  lambda x, g, f=fn: torch.autograd.grad(T.map(x, f), x, g)[0],
+                  lambda x, g, f=torch_fn: torch.autograd.grad(f(x), x, g)[0]))
     c.append(("zip add fp32 2048x4096 + row 4096", lambda: (_rand(M, N), _rand(N)),
               lambda a, b: T.zip(a, b, "add"), torch.add))
     c.append(("zip mul fp32 2048x4096 same layout", lambda: (_rand(M, N), _rand(M, N)),
