@@ -312,3 +312,26 @@ def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
     old.write_text(json.dumps({"cases": [{k: v for k, v in r.items() if k != "tile"} for r in rows]}))
     assert fit_costs.main([str(old)]) == {}
     assert "no grid rows with a recorded tile" in capsys.readouterr().out
+
+
+@pytest.fixture
+def cpu_bench(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH_DIR)  # results_file.py and local_build.py beside it
+    yield _load("cpu_bench")
+    for name in ("results_file", "local_build"):
+        sys.modules.pop(name, None)
+
+
+def test_cpu_bench_cases_and_rows(cpu_bench):
+    # every case runs once on its own inputs (the real sizes: a few seconds in all at --min-ms 1), and a
+    # map / zip row carries its write floor, a reduction's does not
+    cases = {name: case for name, *case in cpu_bench._cases()}
+    assert len(cases) == len(cpu_bench._cases())  # unique names
+    for name in ("map tanh forward+backward fp32 64x256", "zip mul fp32 2048x4096 same layout",
+                 "reduce sum fp32 131072x64 dim1"):
+        row = cpu_bench.run_case(name, *cases[name], rounds=1, min_ms=1.0)
+        assert row["name"] == f"cpu {name}" and row["tiles_ms"] > 0 and row["torch_ms"] > 0
+        assert row["max_rel_error"] < 1e-6, row
+        assert ("floor_ms" in row) == (not name.startswith("reduce")), row
+        if "floor_ms" in row:
+            assert row["pct_of_floor"] == pytest.approx(100 * row["floor_ms"] / row["tiles_ms"], rel=1e-2, abs=0.1)
