@@ -71,6 +71,10 @@ def sm_count():
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
+def l2_bytes():
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+
+
 def b_is_k_major(b):
     """Whether the Hopper kernel reads b ([..., k, n]) K-major (bmm/operand_layout.h: K has unit stride or
     size 1), where one-wave products take 96-wide tiles instead of 128 (hopper_tile_width)."""
@@ -109,6 +113,22 @@ def hopper_tile_width(batch, m, n, sms=132, b_k_major=False, k=0):
     if width == 128 and b_k_major and k >= 1024 and waves(128) == 1 and waves(96) == 1 and tiles(96) > tiles(128):
         width = 96
     return width
+
+
+def expected_hopper_path(a, b):
+    """The name bmm gives the 16-bit Hopper kernel's run of a @ b where it does not split K (bmm/hopper.cu
+    `plan`): " streaming-store" for K <= 128 over an output larger than L2 where DRAM is slower than 4 TB/s
+    (hopper_streams_short_k); else " whole-tile-store" for two or three k-blocks (K = 65-192) on 256-wide
+    tiles of an output TMA can describe (rows of 16-byte multiples); else TMA's stores from half-tile
+    buffers, the bare name."""
+    batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
+    tma_output = n * a.element_size() % 16 == 0
+    if tma_output and k <= 128 and batch * m * n * a.element_size() > l2_bytes() and hopper_streams_short_k():
+        return HOPPER + " streaming-store"
+    width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
+    if tma_output and width == 256 and 64 < k <= 192:
+        return HOPPER + " whole-tile-store"
+    return HOPPER
 
 
 # Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, or of fewer
@@ -298,7 +318,7 @@ def test_hopper_path(dtype, shape, layouts):
     hopper_expected()
     batch, m, n, k = shape
     a, b = operands(layouts, batch, m, n, k, dtype)
-    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
     assert_tile(a, b, TILE_WIDTH.get(shape, 128))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
@@ -312,7 +332,7 @@ def test_hopper_path_batch_broadcast(dtype):
     a1 = make_tensor((1, 150, 96), dtype, "cuda")
     b2 = make_tensor((200, 96), dtype, "cuda").t()
     for a, b in [(a2, b3), (a1, b3), (make_tensor((4, 150, 96), dtype, "cuda"), b2), (a2, b2)]:
-        assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+        assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
         assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
@@ -348,7 +368,9 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
     hopper_expected()
     batch, m, n = batch_m_n
     a, b = operands(layouts, batch, m, n, k, dtype)
-    assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
+    if sm_count() == 132:  # the walks named above
+        assert ("whole-tile" in expected_hopper_path(a, b)) == (STORE_WALKS[batch_m_n] == 256 and k in (72, 128))
     assert_tile(a, b, STORE_WALKS[batch_m_n])
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
@@ -543,6 +565,8 @@ def test_hopper_whole_tile_store(dtype, layouts, k):
     hopper_expected()
     a, b = operands(layouts, 40, 250, 1000, k, dtype)
     assert_tile(a, b, 256)
+    if sm_count() == 132:
+        assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " whole-tile-store"
     out = poisoned_bmm(a, b)
     assert_bmm_close(out, a, b)
     assert torch.equal(out, poisoned_on_path(a, b, "hopper-256 tma-store"))
@@ -550,8 +574,7 @@ def test_hopper_whole_tile_store(dtype, layouts, k):
 
 def batches_to_fill(m, n, dtype, times):
     """The number of [m, n] output matrices whose bytes are `times` the GPU's L2 cache."""
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    return max(1, round(times * l2 / (m * n * dtype.itemsize)))
+    return max(1, round(times * l2_bytes() / (m * n * dtype.itemsize)))
 
 
 @requires_cuda
@@ -571,8 +594,8 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
     if hopper_streams_short_k():
         assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " streaming-store"
         out = poisoned_bmm(a, b)
-    else:
-        assert torch.ops.tiles._bmm_path(a, b) == HOPPER
+    else:  # TMA's stores: from whole-tile buffers at 256 columns (two k-blocks)
+        assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
         out = poisoned_on_path(a, b, f"hopper-{width} streaming-store")
     assert_bmm_close(out, a, b)
 
@@ -629,15 +652,18 @@ def test_hopper_split_k_only_where_tiles_are_few():
 @requires_cuda
 def test_hopper_store_choice_follows_output_size_and_k():
     # the same short-K problem stores through TMA while its output fits in L2 (and beyond it on DRAM of
-    # 4 TB/s or more); long K never streams
+    # 4 TB/s or more), of whole tiles at 256 columns and two or three k-blocks; K > 128 never streams
     hopper_expected()
     dtype, m, n = torch.bfloat16, 1000, 2056
-    streams = HOPPER + " streaming-store" if hopper_streams_short_k() else HOPPER
-    for batch, k, expected in [(batches_to_fill(m, n, dtype, 0.8), 128, HOPPER),
+    whole = HOPPER + " whole-tile-store"  # 256-wide tiles: more waves at 192 (the batches fill L2)
+    streams = HOPPER + " streaming-store" if hopper_streams_short_k() else whole
+    for batch, k, expected in [(batches_to_fill(m, n, dtype, 0.8), 128, whole),
                                (batches_to_fill(m, n, dtype, 1.2), 128, streams),
-                               (batches_to_fill(m, n, dtype, 1.2), 136, HOPPER)]:
+                               (batches_to_fill(m, n, dtype, 1.2), 136, whole),
+                               (batches_to_fill(m, n, dtype, 1.2), 200, HOPPER)]:
         a = make_tensor((1, m, k), dtype, "cuda").expand(batch, m, k)  # a broadcast along the batch
         b = make_tensor((batch, k, n), dtype, "cuda")
+        expected = expected if sm_count() == 132 else expected_hopper_path(a, b)  # widths worked out for 132
         assert torch.ops.tiles._bmm_path(a, b) == expected, (batch, k)
         assert_bmm_close(poisoned_bmm(a, b), a, b)
 

@@ -245,15 +245,16 @@ def test_bmm_output_over_2_31_elements_transposed_operands():
 
 HOPPER_STORES = {  # id: (N, K, the path bmm must name on an sm_90 GPU)
     "streaming_store": (32776, 16, "hopper-wgmma streaming-store"),  # short K, output over L2; DRAM < 4 TB/s
-    "tma_store": (32776, 136, "hopper-wgmma"),  # K > 128 never streams; 256-wide tiles, stored in 64-column chunks
+    "tma_store": (32776, 264, "hopper-wgmma"),  # K > 128 never streams; 256-wide tiles held under the next
+    "whole_tile_store": (32776, 136, "hopper-wgmma whole-tile-store"),  # three k-blocks: whole tiles at once
     "direct_store": (32769, 16, "hopper-wgmma"),  # rows of N elements are not 16-byte multiples
 }
 
 
 @pytest.mark.parametrize("store", HOPPER_STORES)
 def test_bmm_hopper_output_over_2_31_elements(store):
-    # the Hopper tensor-core kernel's three epilogues; b's rows are padded to 32776 elements so TMA can
-    # read them; with K = 136 only the first 16 k are nonzero, so every sum stays exact in bf16
+    # the Hopper tensor-core kernel's four epilogues; b's rows are padded to 32776 elements so TMA can
+    # read them; with K > 16 only the first 16 k are nonzero, so every sum stays exact in bf16
     need_gib(8)
     cols, k, expected = HOPPER_STORES[store]
     a = torch.zeros(2, ROWS, k, dtype=BF16, device="cuda")

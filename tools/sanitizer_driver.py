@@ -137,9 +137,10 @@ def bmm_small():
 # in the last three (on 132 SMs: 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns,
 # as many waves as at 256 and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192)
 # every block walks at least two tiles and, with more k-blocks than the tile has store groups (2, 4 and
-# 3 against 1, 3 and 2), stages each tile's stores during the next one's k-blocks.
+# 4 against 1, 3 and 2), stages each tile's stores during the next one's k-blocks (at 256 columns two or
+# three k-blocks would store whole tiles instead: hopper_streaming runs those).
 def hopper():
-    WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 136, 1000): "128x256"}
+    WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 200, 1000): "128x256"}
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for dtype in (torch.bfloat16, torch.float16):
         for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290), *WALK_TILES]:
@@ -152,10 +153,11 @@ def hopper():
                                ("broadcast", a_row[0], w_row)]:
                 ref = a.double() @ w.double()
                 nan_prefill(max(b, 1) * mm * n, dtype)
-                tile = T._bmm_tile(a, w)
-                if sms == 132 and T._bmm_path(a, w) == "hopper-wgmma" and WALK_TILES.get((b, mm, k, n), tile) != tile:
-                    bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles")  # the plan changed: no longer the coverage named
-                check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{T._bmm_path(a, w)} {tile}]", T.bmm(a, w), ref,
+                tile, path = T._bmm_tile(a, w), T._bmm_path(a, w)
+                walk = WALK_TILES.get((b, mm, k, n))
+                if sms == 132 and path.startswith("hopper-wgmma") and walk and (walk, "hopper-wgmma") != (tile, path):
+                    bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles, {path}")  # the plan changed: not the coverage named
+                check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w), ref,
                       2e-2 * k ** 0.5)
 
 
@@ -190,7 +192,8 @@ def hopper_streaming():
         a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)
         path, ref = T._bmm_path(a, w), a.double() @ w.double()
         if path.startswith("hopper-wgmma"):
-            if path not in ("hopper-wgmma", "hopper-wgmma streaming-store"):
+            if path not in ("hopper-wgmma whole-tile-store" if width == 256 else "hopper-wgmma",
+                            "hopper-wgmma streaming-store"):
                 bad.append(f"short-K case took {path}")  # the plan changed: this case no longer covers the stores
             check(f"bmm bf16 {b}x{mm}x{k}x{n} [hopper-{width} streaming-store]",
                   on_path(a, w, f"hopper-{width} streaming-store"), ref, 2e-2 * k ** 0.5)

@@ -48,7 +48,9 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
 template <class T>
 void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
                   const GemmShape& s, int grid, int bn, Pair pair) {
-  if (s.store == Store::tma_whole_tile) {  // 256-wide, single blocks (plan)
+  if (s.store == Store::tma_whole_tile) {
+    TORCH_INTERNAL_ASSERT(bn == 256 && pair == Pair::none,
+                          "hopper::bmm: whole-tile stores are built for 256-wide single blocks");
     if (ta && tb) return launch_whole_tile<T, true, true>(ma, mb, mc, c, s, grid);
     if (ta) return launch_whole_tile<T, true, false>(ma, mb, mc, c, s, grid);
     if (tb) return launch_whole_tile<T, false, true>(ma, mb, mc, c, s, grid);
@@ -214,6 +216,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
 const char* store_name(const BmmProblem& p) {
   switch (plan(p).store) {
     case Store::streaming: return "streaming-store";
+    case Store::tma_whole_tile: return "whole-tile-store";
     case Store::partials: return "split-k";
     default: return nullptr;
   }

@@ -462,9 +462,11 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
             for (int g = 0; g < kGroups; ++g) store_group(g);
           break;
         case Store::streaming:
-          if constexpr (!kWholeTile) {  // bmm/hopper.cu launches the whole-tile kernel for its store only
+          if constexpr (!kWholeTile) {
             pack_tile<T, BN>(acc, packed);
             store_tile_streaming<T, Cfg>(packed, buffers, c, shape, tc, w);
+          } else {
+            __trap();  // never launched: bmm/hopper.cu runs the whole-tile kernel for its own store only
           }
           break;
         case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;

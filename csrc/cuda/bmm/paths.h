@@ -72,9 +72,11 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
 // describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store").
 void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt);
-// How the kernel writes p's output when not through TMA's stores from the tile (then nullptr):
-// "streaming-store" (the threads' evict-first stores: short K, an output larger than L2) or "split-k"
-// (few tiles over a long K: float partials of K's slices, summed afterwards); bmm/hopper.cu `plan`.
+// How the kernel writes p's output when not through TMA's stores from half-tile buffers held under the
+// next tile (then nullptr): "streaming-store" (the threads' evict-first stores: short K, an output larger
+// than L2), "whole-tile-store" (TMA's from buffers for the whole tile: two or three k-blocks over 256-wide
+// tiles) or "split-k" (few tiles over a long K: float partials of K's slices, summed afterwards);
+// bmm/hopper.cu `plan`.
 const char* store_name(const BmmProblem& p);
 // The output tile the kernel would use for p, "128x<width>" (bmm/hopper.cu `plan`).
 const char* tile(const BmmProblem& p);
