@@ -29,7 +29,8 @@ mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kerne
 (general-32, general-64), and bmm's own pick (`bmm`); `--paths` names others (`mma-64 whole-k`: the
 mma kernel without its split-K; `hopper-96` ... `hopper-256`: the 16-bit Hopper kernel at one tile width;
 `"hopper-256 tma-store"` / `"hopper-256 streaming-store"`: at that width with one store forced, unsplit;
-`"hopper-256 whole-tile-store"`: TMA's stores from buffers for the whole tile, bmm's pick at K = 65-192).
+`"hopper-256 whole-tile-store"`: TMA's stores from buffers for the whole tile, bmm's pick at K = 65-192;
+`"thin whole-k"` / `"thin split-k"`: the few-columns kernels with K never split / split to fill the SMs).
 A closing list names the cases where another path beat bmm's pick by
 more than 10% under both timings (the routing rules' misses), largest gain first; `--out FILE` writes
 every timing, one JSON object a case. Each path's error is max |out - ref| / max |ref| against float64. A path that

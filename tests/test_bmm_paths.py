@@ -1684,8 +1684,36 @@ def test_thin_path(dtype, shape, layouts):
     path = torch.ops.tiles._bmm_path(a, b)
     assert (path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER))
             or (short_k_on_mma(a, b) and path.startswith("mma-sync")) or path == small_float32(a, b)), path
-    assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
+    for thin in ("thin", "thin whole-k", "thin split-k"):  # K split as costed, never, to fill the SMs
+        assert_bmm_close(poisoned_on_path(a, b, thin), a, b, msg=thin)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# Few columns, float32, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's
+# layout, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
+# chunks, cheaper whole than split 2 ways plus the sum's launch; along rows (a column-major) a warp walks
+# one k a round, so 158 (20 rounds) splits 19 ways and 33 (5) stays whole, where filling the SMs would
+# split it 4 ways; 3985 splits along k.
+THIN_SPLITS = [((1, 112, 2, 158), "row", False), ((1, 112, 2, 158), "col", True), ((3, 217, 2, 33), "col", False),
+               ((5, 254, 1, 3985), "row", True)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape, a_layout, splits", THIN_SPLITS,
+                         ids=[f"{'x'.join(map(str, s))}-{layout}" for s, layout, _ in THIN_SPLITS])
+def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, splits):
+    # "thin" writes the bits of "thin split-k" (K split as far as filling the SMs asks) where it splits,
+    # else those of "thin whole-k"; the two differ (float sums in another order)
+    batch, m, n, k = shape
+    dtype = torch.float32
+    a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
+    a = a if a_layout == "row" else a.mT
+    b = make_tensor((batch, k, n), dtype, "cuda")
+    out = poisoned_on_path(a, b, "thin")
+    assert_bmm_close(out, a, b)
+    whole, split = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("thin whole-k", "thin split-k"))
+    assert torch.equal(out, split if splits else whole)
+    assert not torch.equal(whole, split)
 
 
 @requires_cuda

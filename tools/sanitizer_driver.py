@@ -128,7 +128,8 @@ def bmm_small():
                                         (2, 1001, 512, 6, True, False)]:
             a = rand(b, k, mm, dtype=dtype).mT if a_t else rand(b, mm, k, dtype=dtype)
             w = rand(b, n, k, dtype=dtype).mT if w_t else rand(b, k, n, dtype=dtype)
-            check(f"bmm thin {b}x{mm}x{k}x{n}", on_path(a, w, "thin"), a.double() @ w.double(), tol * max(1, k))
+            for path in ("thin", "thin whole-k", "thin split-k"):  # K split as costed, never, to fill the SMs
+                check(f"bmm {path} {b}x{mm}x{k}x{n}", on_path(a, w, path), a.double() @ w.double(), tol * max(1, k))
 
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):

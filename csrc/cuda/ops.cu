@@ -92,7 +92,8 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
 // " tma-store" / " streaming-store" the way every tile is written, unsplit (at 128, 192 and 256), and
-// " whole-tile-store" TMA's stores from buffers for a whole tile (at 256).
+// " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "thin whole-k" / "thin split-k"
+// the thin kernels with K never split / split as far as filling the SMs asks.
 struct NamedPath {
   c10::string_view name;
   Path kernel;
@@ -100,6 +101,7 @@ struct NamedPath {
   bool may_split = true;  // the mma kernel's split-K; "whole-k" walks K on one block per tile
   hopper::Pair pair = hopper::Pair::none;  // the 16-bit Hopper kernel's blocks alone or paired
   std::optional<hopper::Store> store = std::nullopt;  // its stores as planned, or forced (bmm/store.h)
+  thin::SplitK thin_split = thin::SplitK::costed;     // the thin kernels' split-K as costed, never or to fill
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-96", Path::hopper, 96},
@@ -122,7 +124,10 @@ constexpr NamedPath kNamedPaths[] = {
     {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
-    {"thin", Path::thin, 0},               {"general", Path::general, 0},
+    {"thin", Path::thin, 0},
+    {.name = "thin whole-k", .kernel = Path::thin, .tile = 0, .thin_split = thin::SplitK::never},
+    {.name = "thin split-k", .kernel = Path::thin, .tile = 0, .thin_split = thin::SplitK::fill},
+    {"general", Path::general, 0},
     {"general-32", Path::general, 32},     {"general-64", Path::general, 64}};
 
 at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view path) {
@@ -134,7 +139,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
               "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), "
               "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'hopper-<width> tma-store' or ",
               "'streaming-store' (128, 192, 256), 'hopper-256 whole-tile-store', 'mma', "
-              "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'general', 'general-32' or "
+              "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'thin whole-k', 'thin split-k', "
+              "'general', 'general-32' or "
               "'general-64', got '", std::string(path), "'");
   const char* why = "";
   const bool tf32 = p.out.scalar_type() == at::kFloat;
@@ -160,7 +166,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   switch (named->kernel) {
     case Path::hopper: tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile, named->pair, named->store); break;
     case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
-    case Path::thin: thin::bmm(p); break;
+    case Path::thin: thin::bmm(p, named->thin_split); break;
     default: general::bmm(p, named->tile);
   }
   return p.out;

@@ -358,8 +358,24 @@ int vector_width(const scalar_t* A, const Narrow& t, bool k_fastest) {
   return ok ? kVec : 1;
 }
 
+// K's splits for a few-columns launch of `blocks` blocks: as many as fill the SMs (fill_k_splits, each
+// split `chunk` deep at least), but where costed only if that saves more of the walk than the second
+// launch costs. A block's walk is a chain of rounds, each a DRAM latency: a chunk of k along k, one k a
+// warp along rows (its unrolled loads did not overlap: H200, 1 x 112 x 2 x 158 with a transposed a, 20
+// k a warp, ran 17.0 us whole and 9.2 split 19 ways); the split adds the partials' sum, a launch with
+// its own latency. Filling the SMs regardless, a short walk paid for the sum: along k 1 x 112 x 2 x 158
+// 8.7 us split against 7.3 whole (cuBLAS 6.8), along rows 8 x 1 x 3484 x 42 13.3 against 10.5 (13.1);
+// long walks split as before (NOTES.md, "Thin products").
+int64_t narrow_splits(SplitK mode, int64_t blocks, int64_t k, int64_t chunk, int64_t round, int64_t outputs) {
+  constexpr double kRoundUs = 0.7, kSumUs = 4;  // a DRAM round trip; the sum kernel's launch and tail
+  const int64_t fill = mode == SplitK::never ? 1 : fill_k_splits(blocks, k, chunk, outputs, 8);  // ~8 per SM
+  if (mode != SplitK::costed || fill == 1) return fill;
+  auto walk_us = [&](int64_t depth) { return double((depth + round - 1) / round) * kRoundUs; };
+  return walk_us((k + fill - 1) / fill) + kSumUs < walk_us(k) ? fill : 1;
+}
+
 template <class scalar_t, int kJ, int kVec>
-void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest) {
+void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   using Acc = opmath_t<scalar_t>;
   const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
   const scalar_t* X = (t.a_is_b ? p.a : p.b).template const_data_ptr<scalar_t>();
@@ -368,7 +384,8 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest) {
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
-  const int64_t splits = fill_k_splits(row_blocks * batch_blocks, t.k, chunk, outputs, 8);  // ~8 blocks per SM
+  const int64_t round = k_fastest ? chunk : kWarps;  // k a round of the walk (narrow_splits)
+  const int64_t splits = narrow_splits(mode, row_blocks * batch_blocks, t.k, chunk, round, outputs);
   t.k_split = ((t.k + splits - 1) / splits + chunk - 1) / chunk * chunk;  // whole chunks
   const int64_t used = std::max<int64_t>(1, (t.k + t.k_split - 1) / t.k_split);
   const dim3 grid{unsigned(row_blocks), unsigned(batch_blocks), unsigned(used)};
@@ -387,12 +404,13 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest) {
 }
 
 template <class scalar_t, int kJ>
-void launch_narrow(const BmmProblem& p, const Narrow& t) {
+void launch_narrow(const BmmProblem& p, const Narrow& t, SplitK mode) {
   // A walked along k where k is its unit stride (or where neither stride is 1); along rows otherwise
   const bool k_fastest = t.a_k == 1 || t.a_r != 1 || t.rows == 1;
   const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
-  if (vector_width(A, t, k_fastest) > 1) return launch_narrow<scalar_t, kJ, 16 / sizeof(scalar_t)>(p, t, k_fastest);
-  launch_narrow<scalar_t, kJ, 1>(p, t, k_fastest);
+  if (vector_width(A, t, k_fastest) > 1)
+    return launch_narrow<scalar_t, kJ, 16 / sizeof(scalar_t)>(p, t, k_fastest, mode);
+  launch_narrow<scalar_t, kJ, 1>(p, t, k_fastest, mode);
 }
 
 }  // namespace
@@ -404,7 +422,7 @@ bool suits(const BmmProblem& p) {
   return short_k(p) || narrow <= kFewColumnsAnyK || (narrow <= kMaxColumns && p.k >= kMinKOverFour);
 }
 
-void bmm(const BmmProblem& p) {
+void bmm(const BmmProblem& p, SplitK split) {
   TORCH_INTERNAL_ASSERT(suits(p), "thin::bmm: ", p.m, " x ", p.n, " x ", p.k, " is not thin");
   TILES_DISPATCH_FLOAT_TYPES(p.out.scalar_type(), "tiles::bmm", [&] {
     if (short_k(p)) {
@@ -413,10 +431,10 @@ void bmm(const BmmProblem& p) {
       return launch_short_k<scalar_t, 16>(p);
     }
     const Narrow t = narrow_of(p);
-    if (t.cols == 1) return launch_narrow<scalar_t, 1>(p, t);
-    if (t.cols == 2) return launch_narrow<scalar_t, 2>(p, t);
-    if (t.cols <= 4) return launch_narrow<scalar_t, 4>(p, t);
-    launch_narrow<scalar_t, 8>(p, t);
+    if (t.cols == 1) return launch_narrow<scalar_t, 1>(p, t, split);
+    if (t.cols == 2) return launch_narrow<scalar_t, 2>(p, t, split);
+    if (t.cols <= 4) return launch_narrow<scalar_t, 4>(p, t, split);
+    launch_narrow<scalar_t, 8>(p, t, split);
   });
 }
 
