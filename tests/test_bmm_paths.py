@@ -120,12 +120,12 @@ def expected_hopper_path(a, b):
     `plan`): " streaming-store" for K <= 128 over an output larger than L2 where DRAM is slower than 4 TB/s
     (hopper_streams_short_k); else " whole-tile-store" for two or three k-blocks (K = 65-192) on 256-wide
     tiles of an output TMA can describe (rows of 16-byte multiples); else TMA's stores from half-tile
-    buffers, the bare name."""
+    buffers, the bare name. Either store needs a width of 64-column multiples (96 and 160 store directly)."""
     batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
-    tma_output = n * a.element_size() % 16 == 0
+    width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
+    tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
     if tma_output and k <= 128 and batch * m * n * a.element_size() > l2_bytes() and hopper_streams_short_k():
         return HOPPER + " streaming-store"
-    width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
     if tma_output and width == 256 and 64 < k <= 192:
         return HOPPER + " whole-tile-store"
     return HOPPER
@@ -1692,8 +1692,8 @@ def test_thin_path(dtype, shape, layouts):
 # Few columns, float32, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's
 # layout, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
 # chunks, cheaper whole than split 2 ways plus the sum's launch; along rows (a column-major) a warp walks
-# one k a round, so 158 (20 rounds) splits 19 ways and 33 (5) stays whole, where filling the SMs would
-# split it 4 ways; 3985 splits along k.
+# one k a round, so 158 (20 rounds) splits (19 ways asked) and 33 (5 rounds) stays whole, where filling
+# the SMs would split it; 3985 splits along k.
 THIN_SPLITS = [((1, 112, 2, 158), "row", False), ((1, 112, 2, 158), "col", True), ((3, 217, 2, 33), "col", False),
                ((5, 254, 1, 3985), "row", True)]
 
