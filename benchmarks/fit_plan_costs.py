@@ -8,7 +8,9 @@ The plans (bmm/hopper.cu, bmm/hopper_tf32.cu) cost a product's tile width and sp
 bf16 / fp16, 32 for TF32) and o a fixed cost per wave of tiles. For each precision (bf16, fp16, tf32),
 tile width and, in TF32, whether neither operand is K-major (layout TN: the kernel transposes b's tiles),
 this fits c and o by least squares on relative errors over the rows that ran unsplit on the Hopper kernel
-with its TMA stores (path exactly "hopper-wgmma" or "hopper-wgmma tf32") and recorded their tile
+with its TMA stores from half-tile buffers (path exactly "hopper-wgmma" or "hopper-wgmma tf32"; since
+0f04f38 the whole-tile store of K = 65-192 on 256-wide tiles is named apart, and rows recorded between
+0901904 and it under the bare name ran that store: none of the committed files has such a row) and recorded their tile
 (bmm_grid.py's `tile`; rows from before it did are left out, as are TF32 rows from before fd48cbe, when
 torch.ops.tiles._bmm_tile began naming the TF32 kernel's tiles), and prints them with
 the median and 90th percentile of the fit's relative error. A group whose rows cannot separate c from o

@@ -122,6 +122,7 @@ def expected_hopper_path(a, b):
     tiles of an output TMA can describe (rows of 16-byte multiples); else TMA's stores from half-tile
     buffers, the bare name. Either store needs a width of 64-column multiples (96 and 160 store directly)."""
     batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
+    assert -(-k // 64) < 32, "split-K (two slices of 16 k-blocks at least) is outside this model"
     width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
     tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
     if tma_output and k <= 128 and batch * m * n * a.element_size() > l2_bytes() and hopper_streams_short_k():
@@ -565,8 +566,8 @@ def test_hopper_whole_tile_store(dtype, layouts, k):
     hopper_expected()
     a, b = operands(layouts, 40, 250, 1000, k, dtype)
     assert_tile(a, b, 256)
-    if sm_count() == 132:
-        assert torch.ops.tiles._bmm_path(a, b) == HOPPER + " whole-tile-store"
+    expected = HOPPER + " whole-tile-store" if sm_count() == 132 else expected_hopper_path(a, b)
+    assert torch.ops.tiles._bmm_path(a, b) == expected
     out = poisoned_bmm(a, b)
     assert_bmm_close(out, a, b)
     assert torch.equal(out, poisoned_on_path(a, b, "hopper-256 tma-store"))
