@@ -110,6 +110,18 @@ def test_map_tanh_relative_error_across_its_branches():
         assert torch.equal(got.signbit()[~ref.isnan()], ref.signbit()[~ref.isnan()])  # (a NaN's sign means nothing)
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("fn", ["id", "neg", "abs"])
+def test_map_half_sign_bit_fns_match_torch_bit_for_bit(dtype, fn):
+    # id / neg / abs of a half type copy, flip or clear the sign bit, as torch's kernels do: every one of
+    # the 65536 bit patterns (NaNs with their payloads, ±0, ±inf, subnormals), contiguous and transposed
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    ref = {"id": x.clone(), "neg": torch.neg(x), "abs": torch.abs(x)}[fn].view(torch.int16)
+    for arg, want in ((x, ref), (x.view(256, 256).t(), ref.view(256, 256).t())):
+        got = T.map(arg, fn)
+        assert torch.equal(got.contiguous().view(torch.int16), want.contiguous()), (fn, tuple(arg.stride()))
+
+
 def test_map_gelu_error_and_special_values():
     # float lanes (simd_body.h vgelu): within 1e-6 relative of the float64 gelu wherever |gelu| > 1e-3
     # (5e-7 measured; 1.4e-6 before vgelu), within 1e-9 absolute below that (the far negative tail, where

@@ -590,8 +590,34 @@ inline void store_op_splat(S* dst, int64_t n, Op op, const S* a, T s) {
   }
 }
 
+// Copy, negate or take the absolute value of a half type on its bits: its sign is its top bit, so the
+// three copy, flip or clear it, exactly as torch's kernels do (NaN payloads kept), without the round trip
+// through float lanes (bf16 neg, one thread in cache on Zen 4: 0.107 ns an element that way, torch 0.044).
+template <class S, MapFn F>
+constexpr bool kOnSignBit = sizeof(S) == 2 && (F == MapFn::Id || F == MapFn::Neg || F == MapFn::Abs);
+
+template <class S, MapFn F>
+void map_sign_bit(const MapArgs& a, int64_t begin, int64_t end) {
+  const S* x = static_cast<const S*>(a.x);
+  S* out = static_cast<S*>(a.out);
+  auto op = [](S v) TILES_INLINE_LAMBDA {
+    if constexpr (F == MapFn::Neg) v.x ^= 0x8000u;
+    else if constexpr (F == MapFn::Abs) v.x &= 0x7fffu;
+    return v;
+  };
+  if (a.in->is_contiguous()) {
+    for (int64_t j = begin; j < end; ++j) out[j] = op(x[j]);
+    return;
+  }
+  for_each_run(*a.in, begin, end, [&](int64_t i, auto off, int64_t count, auto step) {
+    const S* src = x + off[0];
+    for (int64_t j = 0; j < count; ++j) out[i + j] = op(src[j * step[0]]);
+  });
+}
+
 template <class S, MapFn F>
 void map_typed(const MapArgs& a, int64_t begin, int64_t end) {
+  if constexpr (kOnSignBit<S, F>) return map_sign_bit<S, F>(a, begin, end);
   using T = opmath_t<S>;
   const S* x = static_cast<const S*>(a.x);
   S* out = static_cast<S*>(a.out);
