@@ -1,5 +1,7 @@
 // Host side of the Hopper bf16/fp16 bmm (kernel: bmm/hopper_kernel.cuh): whether a problem can take it,
 // the TMA tensor maps of its operands (bmm/tma_maps.h), the tile width, and the persistent grid.
+#include <type_traits>
+
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
 #include "cuda/bmm/paths.h"
@@ -27,22 +29,27 @@ namespace {
 
 constexpr int kBox = 64;  // elements per 128-byte swizzled row of a TMA box
 
+// Calls f(kTransA, kTransB) with the operands' major orders (true: MN-major) as std::bool_constant
+// values, so that one lambda picks the kernel instantiation of each of the four layouts.
+template <class F>
+void with_layouts(bool ta, bool tb, F&& f) {
+  if (ta && tb) return f(std::true_type{}, std::true_type{});
+  if (ta) return f(std::true_type{}, std::false_type{});
+  if (tb) return f(std::false_type{}, std::true_type{});
+  f(std::false_type{}, std::false_type{});
+}
+
 template <class T, int BN>
 void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
                     const GemmShape& s, int grid, Pair pair) {
-  if (pair != Pair::none) {
-    if constexpr (kHasPairs<T, BN>) {
-      if (ta && tb) return launch_pair<T, BN, true, true>(ma, mb, mc, c, s, grid, pair);
-      if (ta) return launch_pair<T, BN, true, false>(ma, mb, mc, c, s, grid, pair);
-      if (tb) return launch_pair<T, BN, false, true>(ma, mb, mc, c, s, grid, pair);
-      return launch_pair<T, BN, false, false>(ma, mb, mc, c, s, grid, pair);
-    }
-    TORCH_CHECK(false, "tiles::bmm: no paired Hopper kernel for ", BN, "-wide tiles of this dtype");
-  }
-  if (ta && tb) return launch<T, BN, true, true>(ma, mb, mc, c, s, grid);
-  if (ta) return launch<T, BN, true, false>(ma, mb, mc, c, s, grid);
-  if (tb) return launch<T, BN, false, true>(ma, mb, mc, c, s, grid);
-  launch<T, BN, false, false>(ma, mb, mc, c, s, grid);
+  TORCH_CHECK(pair == Pair::none || (kHasPairs<T, BN>), "tiles::bmm: no paired Hopper kernel for ", BN,
+              "-wide tiles of this dtype");
+  with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
+    constexpr bool kA = decltype(trans_a)::value, kB = decltype(trans_b)::value;
+    if constexpr (kHasPairs<T, BN>)
+      if (pair != Pair::none) return launch_pair<T, BN, kA, kB>(ma, mb, mc, c, s, grid, pair);
+    launch<T, BN, kA, kB>(ma, mb, mc, c, s, grid);
+  });
 }
 
 template <class T>
@@ -51,10 +58,9 @@ void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMa
   if (s.store == Store::tma_whole_tile) {
     TORCH_INTERNAL_ASSERT(bn == 256 && pair == Pair::none,
                           "hopper::bmm: whole-tile stores are built for 256-wide single blocks");
-    if (ta && tb) return launch_whole_tile<T, true, true>(ma, mb, mc, c, s, grid);
-    if (ta) return launch_whole_tile<T, true, false>(ma, mb, mc, c, s, grid);
-    if (tb) return launch_whole_tile<T, false, true>(ma, mb, mc, c, s, grid);
-    return launch_whole_tile<T, false, false>(ma, mb, mc, c, s, grid);
+    return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
+      launch_whole_tile<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
+    });
   }
   switch (bn) {
     case 256: return launch_layouts<T, 256>(ma, mb, mc, ta, tb, c, s, grid, pair);
@@ -183,14 +189,6 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
-  // Two or three k-blocks a 256-wide tile: its mainloop is short beside its 64 KiB store, and with
-  // buffers for half a tile the second half waits for the first to leave shared memory, at the output's
-  // DRAM rate. Buffers for the whole tile (a stage fewer) store it in one go, which waits only for the
-  // previous tile's stores: on an H200, 48 x 2048^2 x 128 155 -> 137 us (cuBLAS 128), 2 x 8192^2 x 128
-  // 124 -> 93 (105), K = 192 188 -> 177; at K = 64 it was even, at 256 10% slower (NOTES.md, "Short
-  // K: whole-tile store buffers").
-  if (!forced_store && store == Store::tma && bn == 256 && pair == Pair::none && k_blocks >= 2 && k_blocks <= 3)
-    store = Store::tma_whole_tile;
   if (forced_store) {
     const Store forced = *forced_store;
     TORCH_INTERNAL_ASSERT(forced == Store::tma || forced == Store::streaming || forced == Store::tma_whole_tile,
@@ -202,6 +200,14 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
     TORCH_CHECK(store == Store::tma || store == Store::streaming, "tiles::_bmm_on_path: '", name,
                 "' needs an output that TMA can describe (rows of 16-byte multiples, 16-byte aligned)");
     store = forced;
+  } else if (store == Store::tma && bn == 256 && pair == Pair::none && k_blocks >= 2 && k_blocks <= 3) {
+    // Two or three k-blocks a 256-wide tile: its mainloop is short beside its 64 KiB store, and with
+    // buffers for half a tile the second half waits for the first to leave shared memory, at the output's
+    // DRAM rate. Buffers for the whole tile (a stage fewer) store it in one go, which waits only for the
+    // previous tile's stores: on an H200, 48 x 2048^2 x 128 155 -> 137 us (cuBLAS 128), 2 x 8192^2 x 128
+    // 124 -> 93 (105), K = 192 188 -> 177; at K = 64 it was even, at 256 10% slower (NOTES.md, "Short
+    // K: whole-tile store buffers").
+    store = Store::tma_whole_tile;
   }
   // Paired blocks walk pairs of tiles, two blocks to a pair.
   const int per = pair == Pair::none ? 1 : 2;
@@ -246,7 +252,7 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) 
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : 128);
   const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
-  if (s.store == Store::tma || s.store == Store::tma_whole_tile) mc = tensor_map(p.out, chosen.out, kBox);
+  if (bulk_stores(s.store)) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
     launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn, chosen.pair);

@@ -477,8 +477,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   if constexpr (Cfg::kStagedStores)
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
-  const bool bulk_stores = shape.store == Store::tma || shape.store == Store::tma_whole_tile;
-  if (bulk_stores && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  if (bulk_stores(shape.store) && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
   if constexpr (kBlocks == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }

@@ -13,4 +13,8 @@ enum class Store : int {
   partials,   // the same, of the float accumulators, into a split-K slice of GemmShape::partials
 };
 
+// Whether TMA's bulk stores write the output (described by the kernel's map_c; the block waits for them
+// before it exits).
+constexpr bool bulk_stores(Store s) { return s == Store::tma || s == Store::tma_whole_tile; }
+
 }  // namespace tiles::cuda::hopper

@@ -358,23 +358,26 @@ int vector_width(const scalar_t* A, const Narrow& t, bool k_fastest) {
   return ok ? kVec : 1;
 }
 
-// K's splits for a few-columns launch of `blocks` blocks: as many as fill the SMs (fill_k_splits, each
-// split whole chunks), but where costed only if that saves more of the walk than the split costs. A
-// block's walk is a chain of chunks, each a DRAM latency (along k the lanes' vectors; along rows one k a
-// warp: the loop's unrolled loads did not overlap, H200, 1 x 112 x 2 x 158 with a transposed a ran 17.0
-// us whole and 9.2 in 10 splits, 19 asked); a split adds the partials' round trip and the sum, a launch
-// with its own latency. Filling the SMs regardless, a short walk paid for the sum: along k 1 x 112 x 2 x
-// 158 8.7 us split against 7.3 whole (cuBLAS 6.8), along rows 8 x 1 x 3484 x 42 13.3 against 10.5 (13.1);
-// long walks split as before (NOTES.md, "The few-columns split, costed").
-int64_t narrow_splits(SplitK mode, int64_t blocks, int64_t k, int64_t chunk, int64_t outputs, int acc_bytes) {
+// The k-range each block of a few-columns launch of `blocks` blocks walks (Narrow::k_split: whole
+// chunks). Split as far as filling the SMs asks (fill_k_splits), but where costed only if that saves
+// more of the walk than the split costs. A block's walk is a chain of chunks, each a DRAM latency (along
+// k the lanes' vectors; along rows one k a warp: the loop's unrolled loads did not overlap, H200, 1 x 112
+// x 2 x 158 with a transposed a ran 17.0 us whole and 9.2 in 10 splits, 19 asked); a split adds the
+// partials' round trip and the sum, a launch with its own latency. Filling the SMs regardless, a short
+// walk paid for the sum: along k 1 x 112 x 2 x 158 8.7 us split against 7.3 whole (cuBLAS 6.8), along
+// rows 8 x 1 x 3484 x 42 13.3 against 10.5 (13.1); long walks split as before (NOTES.md, "The
+// few-columns split, costed").
+int64_t narrow_k_split(SplitK mode, int64_t blocks, int64_t k, int64_t chunk, int64_t outputs, int acc_bytes) {
   // A DRAM round trip; the sum kernel's launch and tail; DRAM's rate for the partials (split_k.cuh's).
   constexpr double kChunkUs = 0.7, kSumUs = 4, kBytesPerUs = 2.5e6;
-  const int64_t fill = mode == SplitK::never ? 1 : fill_k_splits(blocks, k, chunk, outputs, 8);  // ~8 per SM
-  if (mode != SplitK::costed || fill == 1) return fill;
-  const int64_t chunks = (k + chunk - 1) / chunk, split_chunks = ((k + fill - 1) / fill + chunk - 1) / chunk;
-  const int64_t used = (chunks + split_chunks - 1) / split_chunks;  // as launch_narrow rounds them
-  const double split_us = double(split_chunks) * kChunkUs + kSumUs + double(used * outputs * acc_bytes) / kBytesPerUs;
-  return split_us < double(chunks) * kChunkUs ? fill : 1;
+  auto depth = [&](int64_t splits) { return ((k + splits - 1) / splits + chunk - 1) / chunk * chunk; };
+  const int64_t whole = depth(1);
+  if (mode == SplitK::never) return whole;
+  const int64_t split = depth(fill_k_splits(blocks, k, chunk, outputs, 8));  // ~8 blocks per SM
+  if (mode == SplitK::fill || split == whole) return split;
+  const int64_t used = (k + split - 1) / split;
+  const double split_us = double(split / chunk) * kChunkUs + kSumUs + double(used * outputs * acc_bytes) / kBytesPerUs;
+  return split_us < double(whole / chunk) * kChunkUs ? split : whole;
 }
 
 template <class scalar_t, int kJ, int kVec>
@@ -387,8 +390,7 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
-  const int64_t splits = narrow_splits(mode, row_blocks * batch_blocks, t.k, chunk, outputs, int(sizeof(Acc)));
-  t.k_split = ((t.k + splits - 1) / splits + chunk - 1) / chunk * chunk;  // whole chunks
+  t.k_split = narrow_k_split(mode, row_blocks * batch_blocks, t.k, chunk, outputs, int(sizeof(Acc)));
   const int64_t used = std::max<int64_t>(1, (t.k + t.k_split - 1) / t.k_split);
   const dim3 grid{unsigned(row_blocks), unsigned(batch_blocks), unsigned(used)};
   auto run = [&](auto* out) {
