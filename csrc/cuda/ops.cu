@@ -135,13 +135,11 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   const BmmProblem p = make_bmm_problem(a, b);
   const NamedPath* named = std::find_if(std::begin(kNamedPaths), std::end(kNamedPaths),
                                         [&](const NamedPath& n) { return n.name == path; });
-  TILES_CHECK(named != std::end(kNamedPaths),
-              "tiles::_bmm_on_path: path must be 'hopper', 'hopper-<width>' (96, 112, 128, 160, 192, 256), "
-              "'hopper-<width> pair-b' or 'pair-a' (96, 128, 192), 'hopper-<width> tma-store' or ",
-              "'streaming-store' (128, 192, 256), 'hopper-256 whole-tile-store', 'mma', "
-              "'mma-64', 'mma-128', 'mma-64 whole-k', 'mma-128 whole-k', 'thin', 'thin whole-k', 'thin split-k', "
-              "'general', 'general-32' or "
-              "'general-64', got '", std::string(path), "'");
+  if (named == std::end(kNamedPaths)) {
+    std::string names;
+    for (const NamedPath& n : kNamedPaths) names += (names.empty() ? "'" : ", '") + std::string(n.name) + "'";
+    TILES_CHECK(false, "tiles::_bmm_on_path: path must be one of ", names, "; got '", std::string(path), "'");
+  }
   const char* why = "";
   const bool tf32 = p.out.scalar_type() == at::kFloat;
   switch (named->kernel) {

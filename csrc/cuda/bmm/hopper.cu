@@ -4,6 +4,7 @@
 
 #include "binding/format.h"
 #include "cuda/bmm/hopper_kernel.cuh"
+#include "cuda/bmm/operand_layout.h"  // with_layouts
 #include "cuda/bmm/paths.h"
 #include "cuda/bmm/split_k.cuh"
 #include "cuda/bmm/tma_maps.h"
@@ -28,16 +29,6 @@ constexpr bool kHasPairs = std::is_same_v<T, __nv_bfloat16> && (BN == 96 || BN =
 namespace {
 
 constexpr int kBox = 64;  // elements per 128-byte swizzled row of a TMA box
-
-// Calls f(kTransA, kTransB) with the operands' major orders (true: MN-major) as std::bool_constant
-// values, so that one lambda picks the kernel instantiation of each of the four layouts.
-template <class F>
-void with_layouts(bool ta, bool tb, F&& f) {
-  if (ta && tb) return f(std::true_type{}, std::true_type{});
-  if (ta) return f(std::true_type{}, std::false_type{});
-  if (tb) return f(std::false_type{}, std::true_type{});
-  f(std::false_type{}, std::false_type{});
-}
 
 template <class T, int BN>
 void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,

@@ -57,10 +57,9 @@ void launch_kind(const Params<typename Atom::Elem>& q, TileSize size) {
 
 template <class Atom, int kCopyBytes>
 void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b, TileSize size) {
-  if (mn_a && mn_b) return launch_kind<Atom, true, true, kCopyBytes>(q, size);
-  if (mn_a) return launch_kind<Atom, true, false, kCopyBytes>(q, size);
-  if (mn_b) return launch_kind<Atom, false, true, kCopyBytes>(q, size);
-  launch_kind<Atom, false, false, kCopyBytes>(q, size);
+  with_layouts(mn_a, mn_b, [&](auto mn_major_a, auto mn_major_b) {
+    launch_kind<Atom, decltype(mn_major_a)::value, decltype(mn_major_b)::value, kCopyBytes>(q, size);
+  });
 }
 
 // The copy width both operands allow, their common alignment: 16, 8 or 4 bytes (cp.async), else 2

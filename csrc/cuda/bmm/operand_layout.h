@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "binding/problems.h"
 
@@ -19,6 +20,16 @@ struct MatrixLayout {
   int align_bytes = 0;   // the largest of 16, 8, 4, 2, 1 that divides the base, ld and the batch stride, in bytes
   bool aligned = false;  // align_bytes == 16
 };
+
+// Calls f(kMnA, kMnB) with the operands' major orders (true: MN-major) as std::bool_constant
+// values, so that one lambda picks the kernel instantiation of each of the four layouts.
+template <class F>
+void with_layouts(bool mn_a, bool mn_b, F&& f) {
+  if (mn_a && mn_b) return f(std::true_type{}, std::true_type{});
+  if (mn_a) return f(std::true_type{}, std::false_type{});
+  if (mn_b) return f(std::false_type{}, std::true_type{});
+  f(std::false_type{}, std::false_type{});
+}
 
 // The largest power of two up to 16 that divides every one of `values`.
 inline int alignment_of(std::initializer_list<uint64_t> values) {
