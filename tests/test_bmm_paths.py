@@ -1692,11 +1692,11 @@ def test_thin_path(dtype, shape, layouts):
 
 # Few columns, float32, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's
 # layout, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
-# chunks, cheaper whole than split 2 ways plus the sum's launch; along rows (a column-major) a warp walks
-# one k a round, so 158 (20 rounds) splits (19 ways asked) and 33 (5 rounds) stays whole, where filling
-# the SMs would split it; 3985 splits along k.
-THIN_SPLITS = [((1, 112, 2, 158), "row", False), ((1, 112, 2, 158), "col", True), ((3, 217, 2, 33), "col", False),
-               ((5, 254, 1, 3985), "row", True)]
+# chunks, cheaper whole than split 2 ways plus the sum's launch; along rows (a column-major) a block
+# walks 32 k a round (4 a warp), so 158 (5 rounds) and 200 (7) stay whole, where filling the SMs would
+# split them into rounds of 2; 3985 splits either way.
+THIN_SPLITS = [((1, 112, 2, 158), "row", False), ((1, 112, 2, 158), "col", False), ((3, 217, 2, 200), "col", False),
+               ((5, 254, 1, 3985), "row", True), ((5, 254, 1, 3985), "col", True)]
 
 
 @requires_cuda

@@ -172,19 +172,6 @@ __device__ __forceinline__ Out* split_slice(Out* out, const Narrow& t) {
   return out + int64_t(blockIdx.z) * t.batch * t.rows * t.cols;
 }
 
-// kVec elements of A from `src`, into the op-math type: one 16-byte load (kVec > 1: the caller checked
-// the alignment) or one element.
-template <class scalar_t, class Acc, int kVec>
-__device__ __forceinline__ void load_a(Acc (&v)[kVec], const scalar_t* src) {
-  if constexpr (kVec == 1) {
-    v[0] = Acc(*src);
-  } else {
-    const auto packed = *reinterpret_cast<const Vec<scalar_t, kVec>*>(src);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) v[i] = Acc(packed.v[i]);
-  }
-}
-
 // X's rows [k0, k0 + kChunk) of one batch in shared memory, in the op-math type, zeros past k_end and
 // past the columns; row kk at kk + kk / kSkew.
 template <class scalar_t, class Acc, int kJ, int kChunk, int kSkew>
@@ -222,8 +209,8 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
   for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
     const scalar_t* a_rows = A + bi * t.a_b + r0 * t.a_r;
     Acc acc[kRowsPerWarp][kJ] = {};
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
-      Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp];  // the chunk's A, loaded before X is staged
+    // The chunk at k0's A, zeros past the rows and k_end
+    auto load_chunk = [&](Vec<scalar_t, kVec> (&raw)[kSteps][kRowsPerWarp], int64_t k0) {
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
@@ -237,8 +224,21 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
             for (int i = 0; i < kVec; ++i) raw[s][r].v[i] = r0 + r < t.rows && k + i < k_end ? src[i * t.a_k] : scalar_t(0);
           }
         }
+    };
+    // With one load a row a chunk (16-bit elements) and up to 4 columns, each chunk's A is loaded a
+    // chunk ahead, so that its DRAM round trip overlaps the staging of X and the FMAs of the chunk
+    // before; loaded with X, each chunk paid the round trip and the FMAs in turn (H200, bf16 16384 x 4
+    // x 4096: 1.2 TB/s, float32's 2.7, whose chunks hold twice the bytes). With two loads (float32) or 8
+    // columns, a second chunk's registers would leave one block an SM: the chunk's A is loaded as its X
+    // is staged. (Not yet timed: NOTES.md, "Thin rows in flight".)
+    constexpr bool kAhead = kSteps == 1 && kJ <= 4;
+    Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp], next[kSteps][kRowsPerWarp];
+    if (kAhead && k_begin < k_end) load_chunk(raw, k_begin);
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
+      if (!kAhead) load_chunk(raw, k0);
       __syncthreads();  // the previous chunk's X is read
       stage_x<scalar_t, Acc, kJ, kChunk, kSkew>(xs, X + bi * t.x_b, t, k0, k_end);
+      if (kAhead && k0 + kChunk < k_end) load_chunk(next, k0 + kChunk);
       __syncthreads();
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
@@ -255,6 +255,12 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
             for (int j = 0; j < kJ; ++j) acc[r][j] += av * xv[j];
           }
         }
+      if (kAhead) {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) raw[s][r] = next[s][r];
+      }
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
@@ -266,6 +272,52 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
         if (lane == r * kJ + j && r0 + r < t.rows && j < t.cols)  // the stores spread over the lanes
           out[bi * t.rows * t.cols + (r0 + r) * t.out_r + j * t.out_j] = Out(v);
       }
+  }
+}
+
+// The k a warp of narrow_rows_fastest_kernel loads before using any: four, two from 4 columns on (a
+// round's rows of X take registers: four of 8 columns took 159 a thread, one block an SM).
+template <int kJ>
+constexpr int kRowsRound = kJ >= 4 ? 2 : 4;
+
+// X's row k into xv, zeros past its columns: every lane reads column min(j, cols - 1), then selects.
+template <class scalar_t, class Acc, int kJ>
+__device__ __forceinline__ void load_x_row(Acc (&xv)[kJ], const scalar_t* x, const Narrow& t, int64_t k) {
+#pragma unroll
+  for (int j = 0; j < kJ; ++j) {
+    const Acc v = Acc(x[k * t.x_k + std::min<int64_t>(j, t.cols - 1) * t.x_j]);
+    xv[j] = j < t.cols ? v : Acc(0);
+  }
+}
+
+// The sums of a lane's kVec rows of A (all inside the matrix) over k = k, k + kWarps, ... < k_end (its
+// warp's k), into acc. kRowsRound of the warp's k are loaded before any is used, in one branch-free
+// block, so that their DRAM round trips overlap: with a load, its FMAs and a bounds branch per k (the
+// loop unrolled around them), each k cost a round trip of its own. The round holds A as loaded (16-bit
+// elements packed two a register); the last few k go one at a time. Each row adds its k in order, so
+// the sums' bits do not depend on the round.
+template <class scalar_t, class Acc, int kVec, int kJ>
+__device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* a_rows, const scalar_t* x,
+                                          const Narrow& t, int64_t k, int64_t k_end) {
+  auto load = [&](int64_t k) { return *reinterpret_cast<const Vec<scalar_t, kVec>*>(a_rows + k * t.a_k); };
+  auto add = [&](const Vec<scalar_t, kVec>& a, const Acc (&xv)[kJ]) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) acc[i][j] += Acc(a.v[i]) * xv[j];
+  };
+  for (; k + (kRowsRound<kJ> - 1) * kWarps < k_end; k += kRowsRound<kJ> * kWarps) {
+    Vec<scalar_t, kVec> a[kRowsRound<kJ>];
+    Acc xv[kRowsRound<kJ>][kJ];
+#pragma unroll
+    for (int u = 0; u < kRowsRound<kJ>; ++u) a[u] = load(k + u * kWarps), load_x_row(xv[u], x, t, k + u * kWarps);
+#pragma unroll
+    for (int u = 0; u < kRowsRound<kJ>; ++u) add(a[u], xv[u]);
+  }
+  for (; k < k_end; k += kWarps) {
+    Acc xv[kJ];
+    load_x_row(xv, x, t, k);
+    add(load(k), xv);
   }
 }
 
@@ -288,23 +340,18 @@ narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A
     const scalar_t* a_rows = A + bi * t.a_b + r * t.a_r;
     const scalar_t* x = X + bi * t.x_b;
     Acc acc[kVec][kJ] = {};
-    if (r < t.rows) {
-#pragma unroll 4
+    if (r + kVec <= t.rows) {
+      walk_rows(acc, a_rows, x, t, k_begin + warp, k_end);
+    } else if (r < t.rows) {  // the matrix's last rows, one k at a time
       for (int64_t k = k_begin + warp; k < k_end; k += kWarps) {
-        Acc av[kVec], xv[kJ];
-        const scalar_t* src = a_rows + k * t.a_k;
-        if (r + kVec <= t.rows) {
-          load_a<scalar_t, Acc, kVec>(av, src);
-        } else {
+        Acc xv[kJ];
+        load_x_row(xv, x, t, k);
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) av[i] = r + i < t.rows ? Acc(src[i * t.a_r]) : Acc(0);
+        for (int i = 0; i < kVec; ++i) {
+          const Acc av = r + i < t.rows ? Acc(a_rows[k * t.a_k + i * t.a_r]) : Acc(0);
+#pragma unroll
+          for (int j = 0; j < kJ; ++j) acc[i][j] += av * xv[j];
         }
-#pragma unroll
-        for (int j = 0; j < kJ; ++j) xv[j] = j < t.cols ? Acc(x[k * t.x_k + j * t.x_j]) : Acc(0);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i)
-#pragma unroll
-          for (int j = 0; j < kJ; ++j) acc[i][j] += av[i] * xv[j];
       }
     }
 #pragma unroll
@@ -361,8 +408,8 @@ int vector_width(const scalar_t* A, const Narrow& t, bool k_fastest) {
 // The k-range each block of a few-columns launch of `blocks` blocks walks (Narrow::k_split: whole
 // chunks). Split as far as filling the SMs asks (fill_k_splits), but where costed only if that saves
 // more of the walk than the split costs. A block's walk is a chain of chunks, each a DRAM latency (along
-// k the lanes' vectors; along rows one k a warp: the loop's unrolled loads did not overlap, H200, 1 x 112
-// x 2 x 158 with a transposed a ran 17.0 us whole and 9.2 in 10 splits, 19 asked); a split adds the
+// k the lanes' vectors; along rows a round of kRowsRound k a warp: when each k was a round of its own,
+// H200, 1 x 112 x 2 x 158 with a transposed a ran 17.0 us whole and 9.2 in 10 splits); a split adds the
 // partials' round trip and the sum, a launch with its own latency. Filling the SMs regardless, a short
 // walk paid for the sum: along k 1 x 112 x 2 x 158 8.7 us split against 7.3 whole (cuBLAS 6.8), along
 // rows 8 x 1 x 3484 x 42 13.3 against 10.5 (13.1); long walks split as before (NOTES.md, "The
@@ -386,7 +433,8 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
   const scalar_t* X = (t.a_is_b ? p.a : p.b).template const_data_ptr<scalar_t>();
   const int64_t rows_per_block = k_fastest ? kWarps * kRowsPerWarp : 32 * kVec;
-  const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kWarps;  // a split is whole chunks
+  // a split is whole chunks: a block's loads of A that are in flight together
+  const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kRowsRound<kJ> * kWarps;
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
