@@ -162,7 +162,7 @@ struct Narrow {
   int64_t x_b, x_k, x_j;  // X's strides
   int64_t out_r, out_j;   // the output's strides along r and j (its batch stride is rows * cols)
   bool a_is_b;            // A is b's transpose (few rows), else a (few columns)
-  int64_t k_split;        // each block's k-range: [blockIdx.z * k_split, + k_split), whole steps
+  int64_t k_split;        // each block's k-range: [blockIdx.z * k_split, + k_split), whole chunks (launch_narrow)
 };
 
 // With k_split < k, `out` is this split's slice of the partials (Out = the op-math type): slice z at
@@ -186,9 +186,9 @@ __device__ __forceinline__ void stage_x(Acc (*xs)[kJ], const scalar_t* x, const 
 // A's k-stride is 1 (or neither stride is): each warp walks kRowsPerWarp rows of A along k, each lane
 // kVec consecutive k at a time (16-byte loads where A's rows are 16-byte aligned, else one element),
 // the warp's lanes on consecutive vectors (coalesced). X's rows come from shared memory, staged by the
-// block a chunk at a time while the chunk's loads of A are in flight, and each lane reads them once for
-// all of its warp's rows; lane l's rows sit kVec + 1 rows apart (the skew), so that a warp's reads
-// spread over the banks. The lanes' sums meet through shuffles.
+// block a chunk at a time while the chunk's loads of A (or the next chunk's, kAhead) are in flight,
+// and each lane reads them once for all of its warp's rows; lane l's rows sit kVec + 1 rows apart (the
+// skew), so that a warp's reads spread over the banks. The lanes' sums meet through shuffles.
 constexpr int kRowsPerWarp = 4;
 template <int kVec>
 constexpr int kStepsPerChunk = kVec >= 8 ? 1 : 2;  // A's loads per row per chunk: 16-byte ones take registers
@@ -228,9 +228,11 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
     // With one load a row a chunk (16-bit elements) and up to 4 columns, each chunk's A is loaded a
     // chunk ahead, so that its DRAM round trip overlaps the staging of X and the FMAs of the chunk
     // before; loaded with X, each chunk paid the round trip and the FMAs in turn (H200, bf16 16384 x 4
-    // x 4096: 1.2 TB/s, float32's 2.7, whose chunks hold twice the bytes). With two loads (float32) or 8
-    // columns, a second chunk's registers would leave one block an SM: the chunk's A is loaded as its X
-    // is staged. (Not yet timed: NOTES.md, "Thin rows in flight".)
+    // x 4096: 1.2 TB/s, float32's 2.7, whose chunks hold twice the bytes). The second chunk takes
+    // registers: bf16 at 4 columns 101 -> 128 a thread (24 bytes spilled), at 1-2 columns 76-80 -> 128,
+    // two blocks an SM either way. With two loads (float32) or 8 columns (128 already) it would leave one
+    // block an SM: the chunk's A is loaded as its X is staged. (Not yet timed: NOTES.md, "Thin rows in
+    // flight".)
     constexpr bool kAhead = kSteps == 1 && kJ <= 4;
     Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp], next[kSteps][kRowsPerWarp];
     if (kAhead && k_begin < k_end) load_chunk(raw, k_begin);
@@ -255,7 +257,7 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
             for (int j = 0; j < kJ; ++j) acc[r][j] += av * xv[j];
           }
         }
-      if (kAhead) {
+      if (kAhead && k0 + kChunk < k_end) {
 #pragma unroll
         for (int s = 0; s < kSteps; ++s)
 #pragma unroll
@@ -276,7 +278,8 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
 }
 
 // The k a warp of narrow_rows_fastest_kernel loads before using any: four, two from 4 columns on (a
-// round's rows of X take registers: four of 8 columns took 159 a thread, one block an SM).
+// round's rows of X take registers; with element loads of A, four rounds of 8 columns took 159 a
+// thread, two 128; of 4 columns, 128 with 4 bytes spilled against 64).
 template <int kJ>
 constexpr int kRowsRound = kJ >= 4 ? 2 : 4;
 
@@ -323,8 +326,9 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
 
 // A's row stride is 1: each lane owns kVec consecutive rows of A (16-byte loads where aligned, else one
 // row) and the block's warps take interleaved k, so each warp load is 32 lanes' consecutive rows at one
-// k (coalesced) and X's row k is the same for the whole warp (a broadcast). The warps' sums meet in
-// shared memory, four columns at a time (32 KiB), and are added in warp order.
+// k (coalesced) and X's row k is the same for the whole warp (a broadcast); a warp loads kRowsRound of
+// its k before their FMAs (walk_rows). The warps' sums meet in shared memory, four columns at a time
+// (32 KiB), and are added in warp order.
 template <class scalar_t, class Out, int kJ, int kVec>
 __global__ void __launch_bounds__(kThreads)
 narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
@@ -433,7 +437,9 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
   const scalar_t* X = (t.a_is_b ? p.a : p.b).template const_data_ptr<scalar_t>();
   const int64_t rows_per_block = k_fastest ? kWarps * kRowsPerWarp : 32 * kVec;
-  // a split is whole chunks: a block's loads of A that are in flight together
+  // a split is whole chunks: the loads of A a block issues together (one chunk along k, a round of
+  // kRowsRound k a warp along rows; narrow_k_split's 0.7 us a chunk was fitted with one k a warp)
+  TORCH_INTERNAL_ASSERT(t.cols > 0, "thin::bmm: an empty output reaches the kernels");
   const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kRowsRound<kJ> * kWarps;
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
