@@ -32,9 +32,10 @@ fi
 # `python -P` keeps the source tree off sys.path, so `import torch_tiles` finds the installed build.
 python -P -c "import torch_tiles, torch; assert torch_tiles.built_with_cuda() and torch.cuda.is_available(); print('cuda build ok')" || exit 1
 t1=$(date +%s)
-# Default: the whole suite but the `big` tests (several GiB each: run them alone, without -n).
+# Default: the whole suite but the `big` tests (several GiB each: run them alone, without -n). The 15
+# slowest tests are listed: where the suite's device time goes.
 if [ $# -eq 0 ]; then set -- tests -m "not big"; fi
-python -P -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-16}" -rs "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
+python -P -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-16}" -rs --durations=15 "$@" 2>&1 | tee "$OUT/pytest.log" | tail -60
 test_s=$(( $(date +%s) - t1 ))
 result=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed" "$OUT/pytest.log" | tail -1)
 
