@@ -186,9 +186,9 @@ __device__ __forceinline__ void stage_x(Acc (*xs)[kJ], const scalar_t* x, const 
 // A's k-stride is 1 (or neither stride is): each warp walks kRowsPerWarp rows of A along k, each lane
 // kVec consecutive k at a time (16-byte loads where A's rows are 16-byte aligned, else one element),
 // the warp's lanes on consecutive vectors (coalesced). X's rows come from shared memory, staged by the
-// block a chunk at a time while the chunk's loads of A (or the next chunk's, kAhead) are in flight,
-// and each lane reads them once for all of its warp's rows; lane l's rows sit kVec + 1 rows apart (the
-// skew), so that a warp's reads spread over the banks. The lanes' sums meet through shuffles.
+// block a chunk at a time while the chunk's loads of A are in flight, and each lane reads them once for
+// all of its warp's rows; lane l's rows sit kVec + 1 rows apart (the skew), so that a warp's reads
+// spread over the banks. The lanes' sums meet through shuffles.
 constexpr int kRowsPerWarp = 4;
 template <int kVec>
 constexpr int kStepsPerChunk = kVec >= 8 ? 1 : 2;  // A's loads per row per chunk: 16-byte ones take registers
@@ -209,8 +209,8 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
   for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
     const scalar_t* a_rows = A + bi * t.a_b + r0 * t.a_r;
     Acc acc[kRowsPerWarp][kJ] = {};
-    // The chunk at k0's A, zeros past the rows and k_end
-    auto load_chunk = [&](Vec<scalar_t, kVec> (&raw)[kSteps][kRowsPerWarp], int64_t k0) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
+      Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp];  // the chunk's A, loaded before X is staged
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
 #pragma unroll
@@ -224,23 +224,8 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
             for (int i = 0; i < kVec; ++i) raw[s][r].v[i] = r0 + r < t.rows && k + i < k_end ? src[i * t.a_k] : scalar_t(0);
           }
         }
-    };
-    // With one load a row a chunk (16-bit elements) and up to 4 columns, each chunk's A is loaded a
-    // chunk ahead, so that its DRAM round trip overlaps the staging of X and the FMAs of the chunk
-    // before; loaded with X, each chunk paid the round trip and the FMAs in turn (H200, bf16 16384 x 4
-    // x 4096: 1.2 TB/s, float32's 2.7, whose chunks hold twice the bytes). The second chunk takes
-    // registers: bf16 at 4 columns 101 -> 128 a thread (24 bytes spilled), at 1-2 columns 76-80 -> 128,
-    // two blocks an SM either way. With two loads (float32) or 8 columns (128 already) it would leave one
-    // block an SM: the chunk's A is loaded as its X is staged. (Not yet timed: NOTES.md, "Thin rows in
-    // flight".)
-    constexpr bool kAhead = kSteps == 1 && kJ <= 4;
-    Vec<scalar_t, kVec> raw[kSteps][kRowsPerWarp], next[kSteps][kRowsPerWarp];
-    if (kAhead && k_begin < k_end) load_chunk(raw, k_begin);
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
-      if (!kAhead) load_chunk(raw, k0);
       __syncthreads();  // the previous chunk's X is read
       stage_x<scalar_t, Acc, kJ, kChunk, kSkew>(xs, X + bi * t.x_b, t, k0, k_end);
-      if (kAhead && k0 + kChunk < k_end) load_chunk(next, k0 + kChunk);
       __syncthreads();
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
@@ -257,12 +242,6 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
             for (int j = 0; j < kJ; ++j) acc[r][j] += av * xv[j];
           }
         }
-      if (kAhead && k0 + kChunk < k_end) {
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarp; ++r) raw[s][r] = next[s][r];
-      }
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r)
