@@ -281,7 +281,7 @@ __device__ __forceinline__ void load_x_row(Acc (&xv)[kJ], const scalar_t* x, con
 template <class scalar_t, class Acc, int kVec, int kJ>
 __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* a_rows, const scalar_t* x,
                                           const Narrow& t, int64_t k, int64_t k_end) {
-  auto load = [&](int64_t k) { return *reinterpret_cast<const Vec<scalar_t, kVec>*>(a_rows + k * t.a_k); };
+  auto load = [&](int64_t at) { return *reinterpret_cast<const Vec<scalar_t, kVec>*>(a_rows + at * t.a_k); };
   auto add = [&](const Vec<scalar_t, kVec>& a, const Acc (&xv)[kJ]) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
@@ -416,9 +416,9 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   const scalar_t* A = (t.a_is_b ? p.b : p.a).template const_data_ptr<scalar_t>();
   const scalar_t* X = (t.a_is_b ? p.a : p.b).template const_data_ptr<scalar_t>();
   const int64_t rows_per_block = k_fastest ? kWarps * kRowsPerWarp : 32 * kVec;
+  TORCH_INTERNAL_ASSERT(t.cols > 0, "thin::bmm: an empty output reaches the kernels");  // load_x_row reads cols - 1
   // a split is whole chunks: the loads of A a block issues together (one chunk along k, a round of
   // kRowsRound k a warp along rows; narrow_k_split's 0.7 us a chunk was fitted with one k a warp)
-  TORCH_INTERNAL_ASSERT(t.cols > 0, "thin::bmm: an empty output reaches the kernels");
   const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kRowsRound<kJ> * kWarps;
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
