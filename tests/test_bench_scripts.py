@@ -334,4 +334,7 @@ def test_cpu_bench_cases_and_rows(cpu_bench):
         assert row["max_rel_error"] < 1e-6, row
         assert ("floor_ms" in row) == (not name.startswith("reduce")), row
         if "floor_ms" in row:
-            assert row["pct_of_floor"] == pytest.approx(100 * row["floor_ms"] / row["tiles_ms"], rel=1e-2, abs=0.1)
+            # pct_of_floor comes from the unrounded floor; floor_ms is recorded to 4 decimals (5e-5 ms off at
+            # most, a few percent of a 64 x 256 floor) and pct_of_floor to 1
+            rounding = 100 * 5e-5 / row["tiles_ms"] + 0.05
+            assert row["pct_of_floor"] == pytest.approx(100 * row["floor_ms"] / row["tiles_ms"], rel=1e-2, abs=rounding)
