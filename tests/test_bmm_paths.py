@@ -1690,28 +1690,45 @@ def test_thin_path(dtype, shape, layouts):
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
-# Few columns, float32, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's
-# layout, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
-# chunks, cheaper whole than split 2 ways plus the sum's launch; along rows (a column-major) a block
-# walks 32 k a round (4 a warp), so 158 (5 rounds) and 200 (7) stay whole, where filling the SMs would
-# split them into rounds of 2; 3985 splits either way.
-THIN_SPLITS = [((1, 112, 2, 158), "row", False), ((1, 112, 2, 158), "col", False), ((3, 217, 2, 200), "col", False),
-               ((5, 254, 1, 3985), "row", True), ((5, 254, 1, 3985), "col", True)]
+# Few columns, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's layout, the
+# dtype, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
+# chunks, cheaper whole than split 2 ways plus the sum's launch. Along rows (a column-major) a block walks
+# one k a warp in float32 (8 a round): 158 and 200 split; in 16-bit four k a warp (32 a round), so 158 (5
+# rounds) and 200 (7) stay whole, where filling the SMs would split them into rounds of 2. 3985 splits
+# every way.
+THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, False), ((1, 112, 2, 158), "col", torch.float32, True),
+               ((1, 112, 2, 158), "col", torch.bfloat16, False), ((3, 217, 2, 200), "col", torch.float32, True),
+               ((3, 217, 2, 200), "col", torch.bfloat16, False), ((5, 254, 1, 3985), "row", torch.float32, True),
+               ((5, 254, 1, 3985), "col", torch.float32, True), ((5, 254, 1, 3985), "col", torch.bfloat16, True)]
+
+
+def order_sensitive_operands(shape, a_layout, dtype):
+    # Integers whose float32 sums keep their units below 2^24 and drop them above: 2^25 at a's first k
+    # and -2^25 at its last (b's rows there are ones, so they cancel), small integers between. Whole and
+    # split walks group the k differently, so they round differently, and the small results stay exact
+    # in 16-bit outputs.
+    batch, m, n, k = shape
+    a = torch.randint(-3, 4, (batch, m, k), device="cuda").to(dtype)
+    a[..., 0], a[..., -1] = 2.0**25, -(2.0**25)
+    a = a if a_layout == "row" else a.mT.contiguous().mT
+    b = torch.randint(1, 3, (batch, k, n), device="cuda").to(dtype)
+    b[:, 0], b[:, -1] = 1, 1
+    return a, b
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape, a_layout, splits", THIN_SPLITS,
-                         ids=[f"{'x'.join(map(str, s))}-{layout}" for s, layout, _ in THIN_SPLITS])
-def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, splits):
+@pytest.mark.parametrize("shape, a_layout, dtype, splits", THIN_SPLITS,
+                         ids=[f"{'x'.join(map(str, s))}-{layout}-{str(d)[6:]}" for s, layout, d, _ in THIN_SPLITS])
+def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, dtype, splits):
     # "thin" writes the bits of "thin split-k" (K split as far as filling the SMs asks) where it splits,
-    # else those of "thin whole-k"; the two differ (float sums in another order)
+    # else those of "thin whole-k"; on order-sensitive operands the two differ
     batch, m, n, k = shape
-    dtype = torch.float32
     a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
     a = a if a_layout == "row" else a.mT
     b = make_tensor((batch, k, n), dtype, "cuda")
+    assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
+    a, b = order_sensitive_operands(shape, a_layout, dtype)
     out = poisoned_on_path(a, b, "thin")
-    assert_bmm_close(out, a, b)
     whole, split = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("thin whole-k", "thin split-k"))
     assert torch.equal(out, split if splits else whole)
     assert not torch.equal(whole, split)

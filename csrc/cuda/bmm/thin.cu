@@ -256,11 +256,14 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
   }
 }
 
-// The k a warp of narrow_rows_fastest_kernel loads before using any: four, two from 4 columns on (a
-// round's rows of X take registers; with element loads of A, four rounds of 8 columns took 159 a
-// thread, two 128; of 4 columns, 128 with 4 bytes spilled against 64).
-template <int kJ>
-constexpr int kRowsRound = kJ >= 4 ? 2 : 4;
+// The k a warp of narrow_rows_fastest_kernel loads before using any. 16-bit: four, two from 4 columns on
+// (a round's rows of X take registers; with element loads of A, four rounds of 8 columns took 159 a
+// thread, two 128; of 4 columns, 128 with 4 bytes spilled against 64). Wider types: one, as before the
+// rounds. On the H200, rounds of four made bf16 with a transposed a faster (16384 x 4 x 4096 116 -> 95
+// us, 3 x 113 x 3 x 4333 22.3 -> 16.9) but float32 slower (16384 x 1 x 4096 84 -> 138, 16384 x 4 x 4096
+// 102 -> 115; NOTES.md, "Thin rows in flight").
+template <class scalar_t, int kJ>
+constexpr int kRowsRound = sizeof(scalar_t) > 2 ? 1 : kJ >= 4 ? 2 : 4;
 
 // X's row k into xv, zeros past its columns: every lane reads column min(j, cols - 1), then selects.
 template <class scalar_t, class Acc, int kJ>
@@ -288,13 +291,15 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
 #pragma unroll
       for (int j = 0; j < kJ; ++j) acc[i][j] += Acc(a.v[i]) * xv[j];
   };
-  for (; k + (kRowsRound<kJ> - 1) * kWarps < k_end; k += kRowsRound<kJ> * kWarps) {
-    Vec<scalar_t, kVec> a[kRowsRound<kJ>];
-    Acc xv[kRowsRound<kJ>][kJ];
+  constexpr int kRound = kRowsRound<scalar_t, kJ>;
+#pragma unroll(kRound == 1 ? 4 : 1)  // one k a round: unrolled as the loop was before the rounds
+  for (; k + (kRound - 1) * kWarps < k_end; k += kRound * kWarps) {
+    Vec<scalar_t, kVec> a[kRound];
+    Acc xv[kRound][kJ];
 #pragma unroll
-    for (int u = 0; u < kRowsRound<kJ>; ++u) a[u] = load(k + u * kWarps), load_x_row(xv[u], x, t, k + u * kWarps);
+    for (int u = 0; u < kRound; ++u) a[u] = load(k + u * kWarps), load_x_row(xv[u], x, t, k + u * kWarps);
 #pragma unroll
-    for (int u = 0; u < kRowsRound<kJ>; ++u) add(a[u], xv[u]);
+    for (int u = 0; u < kRound; ++u) add(a[u], xv[u]);
   }
   for (; k < k_end; k += kWarps) {
     Acc xv[kJ];
@@ -419,7 +424,7 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   TORCH_INTERNAL_ASSERT(t.cols > 0, "thin::bmm: an empty output reaches the kernels");  // load_x_row reads cols - 1
   // a split is whole chunks: the loads of A a block issues together (one chunk along k, a round of
   // kRowsRound k a warp along rows; narrow_k_split's 0.7 us a chunk was fitted with one k a warp)
-  const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kRowsRound<kJ> * kWarps;
+  const int64_t chunk = k_fastest ? kStepsPerChunk<kVec> * 32 * kVec : kRowsRound<scalar_t, kJ> * kWarps;
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
