@@ -15,6 +15,13 @@ import torch  # noqa: E402
 
 import torch_tiles
 
+# Under pytest-xdist each worker is a process with torch's default of a thread per core: 16 workers on
+# the GPU host's 16 cores ran 256 threads for the CPU kernels and the CPU references. Each gets its share,
+# at least two, so that the CPU kernels' parallel paths still run.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(2, torch.get_num_threads() // _WORKERS))
+
 CUDA_AVAILABLE = torch.cuda.is_available() and torch_tiles.built_with_cuda()
 
 if not torch.cuda.is_available():
