@@ -1,0 +1,52 @@
+"""tools/device_ab.sh, the one-call A/B of a source edit on the device: run here on a copy of the script
+in a scratch tree, with a stand-in build command, so that a device call does not find it broken."""
+import os
+import pathlib
+import shutil
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCE = "#pragma unroll(4)\nint x = 1;\n"
+
+
+def _tree(tmp_path):
+    (tmp_path / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "device_ab.sh", tmp_path / "tools" / "device_ab.sh")
+    (tmp_path / "kernel.cu").write_text(SOURCE)
+    return tmp_path
+
+
+def _ab(tree, expr, command, build="true"):
+    # the stand-in build appends a line to builds.txt, so the test sees how many builds ran
+    env = dict(os.environ, OUT=str(tree / "out"), BUILD_CMD=build)
+    return subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", expr, "sh", "-c", command],
+                          cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_runs_head_then_variant_and_restores_the_file(tmp_path):
+    tree = _tree(tmp_path)
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", 'echo "$AB_LABEL $(head -1 kernel.cu)" >> seen.txt',
+                 build="echo built >> builds.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tree / "seen.txt").read_text().splitlines() == ["head #pragma unroll(4)", "variant #pragma unroll(1)"]
+    assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
+    assert (tree / "kernel.cu").read_text() == SOURCE
+    assert "device_ab: variant ran, rc 0" in result.stdout
+
+
+def test_an_edit_that_matches_nothing_stops_before_any_build(tmp_path):
+    tree = _tree(tmp_path)
+    result = _ab(tree, "s/unroll(8)/unroll(1)/", "echo ran >> seen.txt", build="echo built >> builds.txt")
+    assert result.returncode == 1
+    assert "changes nothing in kernel.cu" in result.stdout
+    assert not (tree / "builds.txt").exists() and not (tree / "seen.txt").exists()
+
+
+def test_a_failed_variant_build_stops_and_restores_the_file(tmp_path):
+    tree = _tree(tmp_path)
+    # the build fails once the edit is in place, as a variant that does not compile would
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "echo ran >> seen.txt", build="! grep -q 'unroll(1)' kernel.cu")
+    assert result.returncode == 1
+    assert "the variant build FAILED" in result.stdout
+    assert (tree / "seen.txt").read_text().splitlines() == ["ran"]
+    assert (tree / "kernel.cu").read_text() == SOURCE
