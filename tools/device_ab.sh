@@ -11,7 +11,7 @@
 # variant's when this ends: the next call must build again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 3 ]; then sed -n '2,12p' "$0"; exit 2; fi
+if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
 file=$1 expr=$2
 shift 2
 OUT=${OUT:-/tmp/tiles_out}
