@@ -17,9 +17,9 @@ import torch_tiles
 
 # Under pytest-xdist each worker is a process with torch's default of a thread per core: 16 workers on
 # the GPU host's 16 cores ran 256 threads for the CPU kernels and the CPU references. Each gets its share,
-# at least two, so that the CPU kernels' parallel paths still run.
+# at least two, so that the CPU kernels' parallel paths still run (unless OMP_NUM_THREADS says otherwise).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     torch.set_num_threads(max(2, torch.get_num_threads() // _WORKERS))
 
 CUDA_AVAILABLE = torch.cuda.is_available() and torch_tiles.built_with_cuda()

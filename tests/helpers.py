@@ -376,16 +376,17 @@ def cpu64(t):
     return t.detach().double().cpu()
 
 
-# The largest output whose float64 reference assert_bmm_close computes on the GPU (~2.5 GiB for the
-# float64 tensors of its check); larger ones go to the CPU, so that 16 test workers sharing a GPU fit.
-GPU_REFERENCE_MAX_OUTPUTS = 1 << 26
+# The largest tensor (output or operand) whose float64 reference assert_bmm_close computes on the GPU
+# (at most ~4.5 GiB for the float64 tensors of its check); larger ones go to the CPU, so that 16 test
+# workers sharing a GPU fit.
+GPU_REFERENCE_MAX_ELEMENTS = 1 << 26
 
 
 def assert_bmm_close(out, a, b, tol=None, msg=""):
     """|out - a @ b| <= rtol * (|a| @ |b|) + atol elementwise (the error scale of a dot product),
     against float64 (cuBLAS's for a CUDA output of moderate size, else the CPU's, which 16 test workers
     on one host share), with out's dtype's tolerance (or `tol`); `msg` names what ran."""
-    on_gpu = out.is_cuda and out.numel() <= GPU_REFERENCE_MAX_OUTPUTS
+    on_gpu = out.is_cuda and max(out.numel(), a.numel(), b.numel()) <= GPU_REFERENCE_MAX_ELEMENTS
     as64 = (lambda t: t.detach().double()) if on_gpu else cpu64
     a64, b64 = as64(a), as64(b)
     ref = torch.matmul(a64, b64)

@@ -1701,10 +1701,10 @@ THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, False), ((1, 112, 2, 158
 
 
 def order_sensitive_operands(shape, a_layout, dtype):
-    # Integers whose float32 sums keep their units below 2^24 and drop them above: 2^25 at a's first k
-    # and -2^25 at its last (b's rows there are ones, so they cancel), small integers between. Whole and
-    # split walks group the k differently, so they round differently, and the small results stay exact
-    # in 16-bit outputs.
+    # Integers whose float32 sums are exact below 2^24 and rounded to even multiples above (floats are 2
+    # apart from 2^24, 4 from 2^25): 2^25 at a's first k and -2^25 at its last (b's rows there are ones,
+    # so they cancel), small integers between. Whole and split walks group the k differently, so their
+    # sums round differently, and the results, a few hundred at most, mostly stay apart in bf16.
     batch, m, n, k = shape
     a = torch.randint(-3, 4, (batch, m, k), device="cuda").to(dtype)
     a[..., 0], a[..., -1] = 2.0**25, -(2.0**25)

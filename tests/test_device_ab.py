@@ -16,9 +16,11 @@ def _tree(tmp_path):
     return tmp_path
 
 
-def _ab(tree, expr, command, build="true"):
-    # the stand-in build appends a line to builds.txt, so the test sees how many builds ran
-    env = dict(os.environ, OUT=str(tree / "out"), BUILD_CMD=build)
+def _ab(tree, expr, command, build="true", out="out"):
+    # a stand-in build (some append a line to builds.txt, so the test sees how many builds ran); out=None
+    # leaves OUT unset, to the script's default
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+    env.update(BUILD_CMD=build, **({"OUT": str(tree / out)} if out else {}))
     return subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", expr, "sh", "-c", command],
                           cwd=tree, capture_output=True, text=True, timeout=60, env=env)
 
@@ -32,6 +34,26 @@ def test_runs_head_then_variant_and_restores_the_file(tmp_path):
     assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
     assert (tree / "kernel.cu").read_text() == SOURCE
     assert "device_ab: variant ran, rc 0" in result.stdout
+
+
+def test_the_command_sees_out_and_its_failure_is_the_exit_status(tmp_path):
+    tree = _tree(tmp_path)
+    # OUT unset: the script's default reaches the command; the variant's run fails
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", '[ -d "$OUT" ] && ! grep -q "unroll(1)" kernel.cu', out=None)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "device_ab: head ran, rc 0" in result.stdout and "device_ab: variant ran, rc 1" in result.stdout
+    assert (tree / "kernel.cu").read_text() == SOURCE
+
+
+def test_a_bad_file_or_expression_is_refused_before_any_build(tmp_path):
+    tree = _tree(tmp_path)
+    for file, expr in (("kernel.cuh", "s/unroll(4)/unroll(1)/"), ("kernel.cu", "s/unroll(4)/unroll(1)")):
+        result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), file, expr, "true"], cwd=tree,
+                                capture_output=True, text=True, timeout=60,
+                                env=dict(os.environ, BUILD_CMD="echo built >> builds.txt", OUT=str(tree / "out")))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert not (tree / "builds.txt").exists() and not (tree / "kernel.cuh").exists()
+        assert (tree / "kernel.cu").read_text() == SOURCE
 
 
 def test_an_edit_that_matches_nothing_stops_before_any_build(tmp_path):

@@ -4,8 +4,9 @@
 # command again; put the file back. The command sees AB_LABEL=head or AB_LABEL=variant, to name its
 # output files. Output goes to $OUT (or /tmp/tiles_out), build logs as build_<label>.log.
 #   tools/device_ab.sh FILE SED_EXPR COMMAND...
-#   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(4)/#pragma unroll(1)/' \
+#   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(kRound == 1 ? 4 : 1)/#pragma unroll(1)/' \
 #     sh -c 'python -P benchmarks/bmm_paths.py --dtype float32 --shape 3,113,3,4333,TN --out $OUT/$AB_LABEL.jsonl'
+# Exits non-zero when a build fails (the file is put back) or either run of the command does.
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
 # it); BUILD_CMD replaces the build command (pip install of the tree). The installed build is the
 # variant's when this ends: the next call must build again.
@@ -14,7 +15,8 @@ cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
 file=$1 expr=$2
 shift 2
-OUT=${OUT:-/tmp/tiles_out}
+[ -f "$file" ] || { echo "device_ab: no file $file"; exit 2; }
+export OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16}
 BUILD_CMD=${BUILD_CMD:-"python -m pip install --no-build-isolation --no-deps -v ."}
@@ -22,7 +24,8 @@ t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
 cp "$file" "$saved"
 trap 'cp "$saved" "$file"; rm -f "$saved" "$edited"' EXIT
-sed "$expr" "$saved" >"$edited"  # checked before any build: an edit that matches nothing wastes none
+# the edit is checked before any build: one that fails or matches nothing wastes none
+sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
 if cmp -s "$edited" "$saved"; then echo "device_ab: '$expr' changes nothing in $file"; exit 1; fi
 
 build() {  # $1: label
@@ -33,11 +36,14 @@ build() {  # $1: label
   fi
   echo "device_ab: built $1 ($(( $(date +%s) - t0 )) s)"
 }
+status=0
 run() {  # $1: label; the rest: the command
-  local label=$1
+  local label=$1 rc
   shift
   AB_LABEL=$label "$@"
-  echo "device_ab: $label ran, rc $? ($(( $(date +%s) - t0 )) s)"
+  rc=$?
+  echo "device_ab: $label ran, rc $rc ($(( $(date +%s) - t0 )) s)"
+  [ $rc = 0 ] || status=$rc
 }
 
 if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the head's"; else build head; fi
@@ -46,3 +52,4 @@ cp "$edited" "$file"
 diff "$saved" "$file" | head -20
 build variant
 run variant "$@"
+exit $status
