@@ -292,9 +292,10 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
       for (int j = 0; j < kJ; ++j) acc[i][j] += Acc(a.v[i]) * xv[j];
   };
   constexpr int kRound = kRowsRound<scalar_t, kJ>;
-  // One k a round: unrolled by 4 as before the rounds, but with no branch inside, ptxas now hoists the
-  // four k's loads (float32 at 8 columns 95 -> 200 registers; NOTES.md, "Thin rows in flight: the A/B").
-#pragma unroll(kRound == 1 ? 4 : 1)
+  // One k a round: unrolled by 4 as before the rounds. With no branch inside, ptxas hoists the four k's
+  // loads: at 8 columns that took float32 to 200 registers (one block an SM) and made float64 spill,
+  // so 8 columns are not unrolled (NOTES.md, "Thin rows in flight: the A/B").
+#pragma unroll(kRound == 1 && kJ < 8 ? 4 : 1)
   for (; k + (kRound - 1) * kWarps < k_end; k += kRound * kWarps) {
     Vec<scalar_t, kVec> a[kRound];
     Acc xv[kRound][kJ];
@@ -303,10 +304,12 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
 #pragma unroll
     for (int u = 0; u < kRound; ++u) add(a[u], xv[u]);
   }
-  for (; k < k_end; k += kWarps) {
-    Acc xv[kJ];
-    load_x_row(xv, x, t, k);
-    add(load(k), xv);
+  if constexpr (kRound > 1) {  // the last few k, one at a time (with one k a round, none are left)
+    for (; k < k_end; k += kWarps) {
+      Acc xv[kJ];
+      load_x_row(xv, x, t, k);
+      add(load(k), xv);
+    }
   }
 }
 
