@@ -1,7 +1,6 @@
-// The fp64 bmm kernel: DMMA (on sm_90 the F64K16 atom of bmm/mma_atoms.cuh, mma.sync m16n8k16, one
-// instruction a warp's (i, j) a k-tile; elsewhere F64's m16n8k8 as four m8n8k4), with the tile shape
-// of cuBLAS's H100 DGEMM (64 x 64 x 16 blocks of four 32 x 32 warps, 4 stages, 3 blocks per SM) and an
-// instruction stream about as lean as its.
+// The fp64 bmm kernel: DMMA (the F64 atom of bmm/mma_atoms.cuh: mma.sync m16n8k8 on sm_90), with
+// the tile shape of cuBLAS's H100 DGEMM (64 x 64 x 16 blocks of four 32 x 32 warps, 4 stages, 3 blocks
+// per SM) and an instruction stream about as lean as its.
 //
 // Why not the generic mma.sync kernel (bmm/mma_kernel.cuh): with 8-byte elements it executed 3x
 // cuBLAS's instructions for the same DMMAs (64-bit address and bounds arithmetic per copy and per
@@ -129,11 +128,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
 #else
   using Atom = mma::F64;
-#if __CUDA_ARCH__ >= 900
-  constexpr bool kDmma16 = true;  // DMMA.16x8x16: half the DMMA instructions (mma::F64K16)
-#else
-  constexpr bool kDmma16 = false;
-#endif
   extern __shared__ __align__(16) unsigned char smem_raw[];
   double* smem = reinterpret_cast<double*>(smem_raw);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -171,39 +165,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
       __syncthreads();                    // ...and everyone's; tile kt - 1's buffer is free again
       const double* sa = smem + (kt % kStages) * 2 * kTileElems;
       const double* sb = sa + kTileElems;
-      if constexpr (kDmma16) {  // the whole k-tile in one DMMA per (i, j); its k 8-15 are k8 step 8's
-        mma::F64K16::FragA fa[2];
-        mma::F64K16::FragB fb[4];
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 8) {
+        Atom::FragA fa[2];
+        Atom::FragB fb[4];
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
-          for (int e = 0; e < 8; ++e) fa[i].v[e] = sa[reads_a.a(8 * (e / 4), i, e % 2, e / 2 % 2)];
+          for (int e = 0; e < 4; ++e) fa[i].v[e] = sa[reads_a.a(kk, i, e % 2, e / 2)];
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) fb[j].v[e] = sb[reads_b.b(8 * (e / 2), j, e % 2)];
+          for (int e = 0; e < 2; ++e) fb[j].v[e] = sb[reads_b.b(kk, j, e)];
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) mma::F64K16::mma(acc[i][j], fa[i], fb[j]);
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < BK; kk += 8) {
-          Atom::FragA fa[2];
-          Atom::FragB fb[4];
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) fa[i].v[e] = sa[reads_a.a(kk, i, e % 2, e / 2)];
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) fb[j].v[e] = sb[reads_b.b(kk, j, e)];
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) Atom::mma(acc[i][j], fa[i], fb[j]);
-        }
+          for (int j = 0; j < 4; ++j) Atom::mma(acc[i][j], fa[i], fb[j]);
       }
       // The next copies go out after this tile's fragment reads, so their address arithmetic does not
       // hold registers next to the fragments; three tiles are still in flight meanwhile.

@@ -108,27 +108,6 @@ struct F64 : M16N8Accumulator {
   }
 };
 
-// sm_90's DMMA over k = 16 (mma.sync m16n8k16 .f64), one instruction for two m16n8k8 ones: the
-// fragments extend F64's along k, A element (g + 8h, q + 4x) in v[2x + h] and B element (q + 4x, g)
-// in v[x], x < 4. cuBLAS's sm_90 DGEMM (CUDA 13) runs this shape. No other architecture has it.
-struct F64K16 : M16N8Accumulator {
-  static constexpr int M = 16, N = 8, K = 16;
-  struct FragA { double v[8]; };
-  struct FragB { double v[4]; };
-  __device__ static void mma(double (&c)[4], const FragA& a, const FragB& b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
-        "{%12,%13,%14,%15}, {%0,%1,%2,%3};"
-        : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
-        : "d"(a.v[0]), "d"(a.v[1]), "d"(a.v[2]), "d"(a.v[3]), "d"(a.v[4]), "d"(a.v[5]), "d"(a.v[6]),
-          "d"(a.v[7]), "d"(b.v[0]), "d"(b.v[1]), "d"(b.v[2]), "d"(b.v[3]));
-#else
-    __trap();  // never called: the fp64 kernel takes this atom on sm_90 only
-#endif
-  }
-};
-
 // What the float32 atoms share: m16n8k8 over float32 elements, each made into TF32 registers by
 // Atom::put(fragment, i, x) as lane's fragment is gathered.
 template <class Atom>
