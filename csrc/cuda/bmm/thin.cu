@@ -294,7 +294,9 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
   constexpr int kRound = kRowsRound<scalar_t, kJ>;
   // One k a round: unrolled by 4 as before the rounds. With no branch inside, ptxas hoists the four k's
   // loads: at 8 columns that took float32 to 200 registers (one block an SM) and made float64 spill,
-  // so 8 columns are not unrolled (NOTES.md, "Thin rows in flight: the A/B").
+  // so 8 columns are not unrolled. The tail loop below is compiled only for rounds of several k:
+  // left in, dead, it changed how ptxas scheduled the 1-4 column loops (NOTES.md, "Thin rows in
+  // flight: the A/B" and "8 columns and the dead tail").
 #pragma unroll(kRound == 1 && kJ < 8 ? 4 : 1)
   for (; k + (kRound - 1) * kWarps < k_end; k += kRound * kWarps) {
     Vec<scalar_t, kVec> a[kRound];
