@@ -328,7 +328,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries.
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Offset from smem_raw rather than rounded as an integer, which would hide from the compiler that the
+  // pointer is shared: the output chunks would be staged with generic stores (ST) instead of STS.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* c_stage = smem + kStages * Cfg::kStageBytes;                                // output chunks
   uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);                // data landed
   uint64_t* empty = full + kStages;                                                    // stage consumed
@@ -477,7 +479,9 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   if constexpr (Cfg::kStagedStores)
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
-  if (bulk_stores(shape.store) && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  // Shared memory must outlive the last stores' reads of it, not their writes to global memory (the
+  // kernel's end orders those for the next kernel): bmm bf16 256 x 128x128x64 6.5 -> 6.1 us back to back.
+  if (bulk_stores(shape.store) && threadIdx.x % 128 == 0) bulk_wait_read<0>();
   if constexpr (kBlocks == 2) cluster_sync();  // the peer may still arrive on this block's barriers
 #endif
 }

@@ -377,7 +377,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
     }
   }
-  if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait();  // shared memory must outlive the stores
+  if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // as hopper_kernel.cuh's end
 #endif
 }
 

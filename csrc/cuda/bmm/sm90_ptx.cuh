@@ -123,10 +123,6 @@ template <int kPending = 0>
 __device__ __forceinline__ void bulk_wait_read() {
   TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");)
 }
-// Until this thread's stores are complete.
-__device__ __forceinline__ void bulk_wait() {
-  TILES_SM90A_BODY(asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");)
-}
 // Orders this thread's ordinary shared-memory writes before later TMA (async proxy) reads of them.
 __device__ __forceinline__ void fence_async_shared() {
   TILES_SM90A_BODY(asm volatile("fence.proxy.async.shared::cta;" ::: "memory");)
