@@ -785,7 +785,7 @@ def check_mma_kind(kind, a, b, paths=None):
     try:
         path = torch.ops.tiles._bmm_path(a, b)
         small = small_float32(a, b)
-        splits = path.startswith("mma-sync") and mma_splits_k(a, b)
+        split_name = mma_split_name(a, b) if path.startswith("mma-sync") else ""
         general_split = general_split_k(a, b)
         outs = {name: poisoned_on_path(a, b, name) for name in mma_paths(dtype)}
         # where a tile splits K, its unsplit walk too: the other side of the split rule
@@ -794,9 +794,9 @@ def check_mma_kind(kind, a, b, paths=None):
     finally:
         torch.set_float32_matmul_precision(old)
     thin = thin_path(a, b)
-    if path.startswith("mma-sync"):  # " split-k" where the kernel splits K (mma_splits_k), else nothing
-        assert path.endswith(" split-k") == splits, path
-        path = path.removesuffix(" split-k")
+    if path.startswith("mma-sync"):  # " split-k" / " tail-split-k" where the kernel splits K, else nothing
+        assert path.endswith(split_name) if split_name else not path.endswith("split-k"), path
+        path = path.removesuffix(split_name)
     if general_split and not (thin or small or path.startswith("hopper-wgmma")):  # (Hopper is asked first)
         assert path == SPLIT_K, path
     else:
@@ -877,17 +877,18 @@ SMALL_TILE_SPLIT_COSTS = (3, (0, 0.55, 0.70, 0.835), 8)
 LARGE_TILE_SPLIT_COSTS = (1, (0, 1.0), 8)
 
 
-def cheapest_split(costs, blocks, k_tiles, outputs, sms):
-    """The mma kernel's split count (bmm/mma.cu cheapest_split): the cheapest by its cost per round of
-    blocks on the busiest SM, plus the partials' round trip; a tenth must be saved."""
+def split_cost(costs, blocks, slices, per, outputs, sms):
+    """bmm/mma.cu split_cost: the busiest SM's rounds of blocks, plus the partials' round trip and the sum."""
     per_sm, round_us, partial_bytes = costs
+    on_sm = -(-(blocks * slices) // sms)
+    us = float(per) * (float(on_sm // per_sm) * round_us[per_sm] + round_us[on_sm % per_sm])
+    return us + (float(slices * outputs * partial_bytes) / 2.5e6 + 4 if slices > 1 else 0)
 
-    def cost(slices, per):
-        on_sm = -(-(blocks * slices) // sms)
-        us = float(per) * (float(on_sm // per_sm) * round_us[per_sm] + round_us[on_sm % per_sm])
-        return us + (float(slices * outputs * partial_bytes) / 2.5e6 + 4 if slices > 1 else 0)
 
-    whole = cost(1, k_tiles)
+def cheapest_split(costs, blocks, k_tiles, outputs, sms):
+    """The mma kernel's split count and its modelled time, with the time unsplit (bmm/mma.cu
+    cheapest_split): the cheapest count by split_cost; a tenth must be saved."""
+    whole = split_cost(costs, blocks, 1, k_tiles, outputs, sms)
     best, best_us = 1, whole
     for splits in range(2, 17):
         per = -(-k_tiles // splits)
@@ -896,19 +897,33 @@ def cheapest_split(costs, blocks, k_tiles, outputs, sms):
         used = -(-k_tiles // per)
         if used * outputs > 2 ** 24:
             break
-        us = cost(used, per)
+        us = split_cost(costs, blocks, used, per, outputs, sms)
         if us < best_us:
             best, best_us = used, us
-    return best if best_us < 0.9 * whole else 1
+    return (best, best_us, whole) if best_us < 0.9 * whole else (1, whole, whole)
 
 
-def mma_splits_k(a, b, tile=None):
-    """Whether the mma kernel splits K for a and b at `tile` ("64x64" or the large tile; default the one
-    bmm picks, mma_tile): bmm/mma.cu k_splits."""
+def tail_split(m, n, batch, k_tiles, best_us, sms):
+    """bmm/mma.cu tail_split for float64: (tile rows run whole, slices of the rest), or None."""
+    costs = DMMA_SPLIT_COSTS
+    tiles_m, tiles_n, slots = -(-m // 64), -(-n // 64), costs[0] * sms
+    waves = tiles_m * tiles_n // slots
+    rows = waves * slots // tiles_n
+    if batch != 1 or waves == 0 or rows == 0 or rows >= tiles_m:
+        return None
+    main_us = split_cost(costs, rows * tiles_n, 1, k_tiles, 0, sms)
+    splits, tail_us, _ = cheapest_split(costs, (tiles_m - rows) * tiles_n, k_tiles, (m - 64 * rows) * n, sms)
+    return (rows, splits) if splits > 1 and main_us + tail_us < best_us else None
+
+
+def mma_split_name(a, b, tile=None):
+    """How the mma kernel splits K for a and b at `tile` ("64x64" or the large tile; default the one bmm
+    picks, mma_tile), as _bmm_path names it: "", " split-k" or (float64) " tail-split-k"; bmm/mma.cu
+    split_plan."""
     m, n, k, batch, sms = a.shape[-2], b.shape[-1], a.shape[-1], batch_of(a, b), sm_count()
     kind = mma_kind_name(a.dtype)
     if k == 0 or batch * m * n == 0:
-        return False
+        return ""
     if kind == "f64":
         rows, cols, depth, costs = 64, 64, 16, DMMA_SPLIT_COSTS
     else:
@@ -916,8 +931,16 @@ def mma_splits_k(a, b, tile=None):
         rows, cols = (64, 64) if small else MMA_LARGE_TILES[kind]
         depth = 16 if kind == "tf32" else 32
         costs = SMALL_TILE_SPLIT_COSTS if small else LARGE_TILE_SPLIT_COSTS
-    blocks = -(-m // rows) * -(-n // cols) * batch
-    return cheapest_split(costs, blocks, -(-k // depth), batch * m * n, sms) > 1
+    blocks, k_tiles = -(-m // rows) * -(-n // cols) * batch, -(-k // depth)
+    splits, us, whole = cheapest_split(costs, blocks, k_tiles, batch * m * n, sms)
+    if kind == "f64" and splits == 1 and tail_split(m, n, batch, k_tiles, 0.9 * whole, sms):
+        return " tail-split-k"
+    return " split-k" if splits > 1 else ""
+
+
+def mma_splits_k(a, b, tile=None):
+    """Whether the mma kernel splits K for a and b at `tile`, in any way (mma_split_name)."""
+    return mma_split_name(a, b, tile) != ""
 
 
 def general_split_k(a, b):
@@ -1175,6 +1198,28 @@ def test_mma_whole_k_walks_k_unsplit(kind):
     assert not torch.equal(split, whole)
     for out in (split, whole):
         assert_bmm_close(out, a, b, MMA_KINDS[kind][1])
+
+
+@requires_cuda
+@pytest.mark.parametrize("a_layout", ["row", "col"])
+def test_f64_tail_split_splits_only_the_rows_past_whole_waves(a_layout):
+    # A float64 product a little over whole waves of 64 x 64 blocks (three an SM): its last tile row,
+    # ragged here, split over K, the rows above it walked whole. Those must be the whole-k walk's bits
+    # (the same blocks, a's rows from the same place), the tail close to float64 in its own order.
+    mma_expected()
+    n, k = 2304, 2048
+    rows = 3 * sm_count() // (n // 64)  # tile rows in one wave
+    m = 64 * (rows + 1) - 5
+    a, b = mma_operand(a_layout, 1, m, k, torch.float64), make_tensor((1, k, n), torch.float64, "cuda")
+    assert mma_split_name(a, b) == " tail-split-k"
+    assert torch.ops.tiles._bmm_path(a, b) == "mma-sync f64 tail-split-k"
+    out, whole = poisoned_bmm(a, b), poisoned_on_path(a, b, "mma-64 whole-k")
+    assert_bmm_close(out, a, b)
+    assert torch.equal(out[:, : 64 * rows], whole[:, : 64 * rows])
+    assert not torch.equal(out[:, 64 * rows :], whole[:, 64 * rows :])
+    # a batch of two, or one whole wave, is not split
+    assert mma_split_name(a.expand(2, -1, -1), b) != " tail-split-k"
+    assert mma_split_name(a[:, : 64 * rows], b) == ""
 
 
 # ---- the Hopper float32 kernel ---------------------------------------------------------------------

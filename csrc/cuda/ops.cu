@@ -69,7 +69,7 @@ std::string bmm_path_cuda(const at::Tensor& a, const at::Tensor& b) {
       const int bytes = mma::copy_bytes(p);
       return std::string("mma-sync ") + mma::kind(p) +
              (bytes == 16 ? "" : bytes >= 4 ? " unaligned " + std::to_string(bytes) + "-byte" : " unaligned") +
-             (mma::splits_k(p) ? " split-k" : "");
+             mma::split_name(p);
     }
     case Path::general: break;
   }

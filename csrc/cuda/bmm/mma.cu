@@ -96,29 +96,63 @@ constexpr SplitCosts kDmmaCosts{3, {0, 0.49, 0.80, 1.08}, 16};
 constexpr SplitCosts kSmallTileCosts{3, {0, 0.55, 0.70, 0.835}, 8};
 constexpr SplitCosts kLargeTileCosts{1, {0, 1.0}, 8};
 
-int cheapest_split(const SplitCosts& c, int64_t blocks, int64_t k_tiles, int64_t outputs, int sms) {
+// A k-tile walk's modelled time: `blocks` output blocks in `slices` slices of `per` k-tiles each, on
+// the busiest SM, plus the partials' round trip and the summing launch where K is split.
+double split_cost(const SplitCosts& c, int64_t blocks, int64_t slices, int64_t per, int64_t outputs, int sms) {
+  constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;
+  const int64_t on_sm = (blocks * slices + sms - 1) / sms;
+  const int64_t rounds = on_sm / c.blocks_per_sm, rest = on_sm % c.blocks_per_sm;
+  double us = double(per) * (double(rounds) * c.round_us[c.blocks_per_sm] + c.round_us[rest]);
+  if (slices > 1) us += double(slices * outputs * c.partial_bytes) / kBytesPerUs + kSumUs;
+  return us;
+}
+
+struct SplitChoice {
+  int splits;
+  double us, whole_us;  // the model's time at that count, and unsplit
+};
+constexpr double kMinSplitGain = 0.9;  // a split must save a tenth: the model's tail estimate is rough
+
+SplitChoice cheapest_split(const SplitCosts& c, int64_t blocks, int64_t k_tiles, int64_t outputs, int sms) {
   constexpr int kMaxSplits = 16;
   constexpr int64_t kMinKTiles = 8, kMaxPartials = int64_t(1) << 24;
-  constexpr double kBytesPerUs = 2.5e6, kSumUs = 4, kMinGain = 0.9;
-  auto cost = [&](int64_t slices, int64_t per) {
-    const int64_t on_sm = (blocks * slices + sms - 1) / sms;  // on the busiest SM
-    const int64_t rounds = on_sm / c.blocks_per_sm, rest = on_sm % c.blocks_per_sm;
-    double us = double(per) * (double(rounds) * c.round_us[c.blocks_per_sm] + c.round_us[rest]);
-    if (slices > 1) us += double(slices * outputs * c.partial_bytes) / kBytesPerUs + kSumUs;
-    return us;
-  };
-  const double whole = cost(1, k_tiles);
-  int best = 1;
-  double best_us = whole;
+  const double whole = split_cost(c, blocks, 1, k_tiles, outputs, sms);
+  SplitChoice best{1, whole, whole};
   for (int splits = 2; splits <= kMaxSplits; ++splits) {
     const int64_t per = (k_tiles + splits - 1) / splits;
     if (per < kMinKTiles) break;
     const int64_t used = (k_tiles + per - 1) / per;
     if (used * outputs > kMaxPartials) break;
-    const double us = cost(used, per);
-    if (us < best_us) best = int(used), best_us = us;
+    const double us = split_cost(c, blocks, used, per, outputs, sms);
+    if (us < best.us) best.splits = int(used), best.us = us;
   }
-  return best_us < kMinGain * whole ? best : 1;
+  if (best.us >= kMinSplitGain * whole) best = {1, whole, whole};
+  return best;
+}
+
+// How the DMMA kernel walks K for one output matrix: whole, split everywhere (`splits`), or split in a
+// tail only. A product of a little over whole waves of blocks (fp64 768 x 2304 x 2048: 432 tiles on
+// 396 slots) runs its last blocks nearly alone, a whole wave's time for a tenth of the work; splitting
+// every tile's K to even that out costs every output a round trip. The tail split runs the first
+// `main_rows` rows (whole waves of 64-row tile rows) unsplit and only the rows below them in
+// `tail_splits` slices, a launch each: 768 x 2304 x 2048 runs 11 of its 12 tile rows in one wave and
+// the 12th in 11 slices of 12 k-tiles.
+struct SplitPlan {
+  int splits = 1;
+  int64_t main_rows = 0;  // > 0: the tail split, which then has tail_splits > 1
+  int tail_splits = 1;
+};
+
+SplitPlan tail_split(const SplitCosts& c, const BmmProblem& p, int64_t k_tiles, double best_us, int sms) {
+  const int64_t tiles_m = (p.m + dmma::BM - 1) / dmma::BM, tiles_n = (p.n + dmma::BN - 1) / dmma::BN;
+  const int64_t slots = int64_t(c.blocks_per_sm) * sms, waves = tiles_m * tiles_n / slots;
+  const int64_t rows = waves * slots / tiles_n;  // tile rows in whole waves
+  if (p.batch != 1 || waves == 0 || rows == 0 || rows >= tiles_m) return {};
+  const double main_us = split_cost(c, rows * tiles_n, 1, k_tiles, 0, sms);
+  const int64_t tail_m = p.m - rows * dmma::BM;
+  const SplitChoice tail = cheapest_split(c, (tiles_m - rows) * tiles_n, k_tiles, tail_m * p.n, sms);
+  if (tail.splits == 1 || main_us + tail.us >= best_us) return {};
+  return {1, rows * dmma::BM, tail.splits};
 }
 
 template <class Atom>
@@ -197,27 +231,53 @@ TileSize picked_size(const BmmProblem& p, int tile) {
   else return tile_size<Atom>(p, tile);
 }
 
-// The split count of p at `size` (cheapest_split); 1 where K is empty or the output is.
+// How p walks K at `size` (cheapest_split; for float64 also tail_split); whole where K is empty or the
+// output is.
 template <class Atom>
-int k_splits(const BmmProblem& p, TileSize size) {
+SplitPlan split_plan(const BmmProblem& p, TileSize size) {
   const int64_t outputs = p.batch * p.m * p.n;
-  if (p.k == 0 || outputs == 0) return 1;
+  if (p.k == 0 || outputs == 0) return {};
   const BlockTile t = block_tile<Atom>(size);
   const SplitCosts& costs = std::is_same_v<Atom, F64> ? kDmmaCosts
                             : size == TileSize::small ? kSmallTileCosts
                                                       : kLargeTileCosts;
-  return cheapest_split(costs, output_blocks(p, t), (p.k + t.depth - 1) / t.depth, outputs, sm_count());
+  const int64_t k_tiles = (p.k + t.depth - 1) / t.depth;
+  const SplitChoice all = cheapest_split(costs, output_blocks(p, t), k_tiles, outputs, sm_count());
+  if constexpr (std::is_same_v<Atom, F64>) {
+    // Only where a split everywhere is declined: over long K it beat the tail split, which the model
+    // had the other way round (768 x 2304 x 8192: 612 us split in 3, 664 tail-split, 787 whole).
+    const SplitPlan tail = all.splits == 1 ? tail_split(costs, p, k_tiles, kMinSplitGain * all.whole_us, sm_count())
+                                           : SplitPlan{};
+    if (tail.main_rows > 0) return tail;
+  }
+  return {all.splits};
 }
 
-// Adds the slices' partials (float, or double for float64) into p's output, in slice order.
-void sum_partials(const BmmProblem& p, const at::Tensor& partials, int splits) {
-  const int64_t total = p.batch * p.m * p.n;
+// Adds the slices' partials (float, or double for float64) into `total` outputs of p's from `offset`
+// on, in slice order.
+void sum_partials(const BmmProblem& p, const at::Tensor& partials, int splits, int64_t offset, int64_t total) {
   switch (p.out.scalar_type()) {
-    case at::kDouble: return sum_splits<double, double>(p.out.data_ptr<double>(), partials, total, splits);
-    case at::kFloat: return sum_splits<float, float>(p.out.data_ptr<float>(), partials, total, splits);
-    case at::kBFloat16: return sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, total, splits);
-    default: return sum_splits<at::Half, float>(p.out.data_ptr<at::Half>(), partials, total, splits);
+    case at::kDouble: return sum_splits<double, double>(p.out.data_ptr<double>() + offset, partials, total, splits);
+    case at::kFloat: return sum_splits<float, float>(p.out.data_ptr<float>() + offset, partials, total, splits);
+    case at::kBFloat16:
+      return sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>() + offset, partials, total, splits);
+    default: return sum_splits<at::Half, float>(p.out.data_ptr<at::Half>() + offset, partials, total, splits);
   }
+}
+
+// Runs q (p's output rows from `row0` on) with K in `splits` slices: each writes its partial outputs (in
+// the accumulator type) to a buffer of its own, which sum_partials then adds into p's output.
+template <class Atom>
+void run_split(Params<typename Atom::Elem> q, const BmmProblem& p, const MatrixLayout& la, const MatrixLayout& lb,
+               TileSize size, int splits, int64_t row0) {
+  const int64_t depth = block_tile<Atom>(size).depth, k_tiles = (p.k + depth - 1) / depth;
+  q.k_split = (k_tiles + splits - 1) / splits * depth;
+  q.splits = int((p.k + q.k_split - 1) / q.k_split);
+  const auto acc_type = p.out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor partials = at::empty({q.splits * q.batch, q.m, q.n}, p.out.options().dtype(acc_type));
+  q.c = partials.data_ptr();
+  launch_width<Atom>(q, p, la, lb, size);
+  sum_partials(p, partials, q.splits, row0 * p.n, q.batch * q.m * q.n);
 }
 
 template <class Atom>
@@ -233,18 +293,18 @@ void run(const BmmProblem& p, int tile, bool may_split) {
   q.a_batch = p.a_strides[0], q.a_ld = la.ld;
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   q.k_split = p.k;
-  const int splits = may_split ? k_splits<Atom>(p, size) : 1;
-  at::Tensor partials;  // with split-K: the slices' outputs (in the accumulator type), summed into p.out
-  if (splits > 1) {
-    const int64_t depth = block_tile<Atom>(size).depth, k_tiles = (p.k + depth - 1) / depth;
-    q.k_split = (k_tiles + splits - 1) / splits * depth;
-    q.splits = int((p.k + q.k_split - 1) / q.k_split);
-    const auto acc_type = p.out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-    partials = at::empty({q.splits * p.batch, p.m, p.n}, p.out.options().dtype(acc_type));
-    q.c = partials.data_ptr();
+  const SplitPlan plan = may_split ? split_plan<Atom>(p, size) : SplitPlan{};
+  if (plan.main_rows > 0) {  // one output matrix (tail_split): its first rows whole, the rest split
+    Params<Elem> tail = q;
+    q.m = plan.main_rows;
+    launch_width<Atom>(q, p, la, lb, size);
+    // a's rows from main_rows on (a multiple of 64: the operand's alignment, so its copy width, holds)
+    tail.a += la.mn_major ? plan.main_rows : plan.main_rows * la.ld;
+    tail.m = p.m - plan.main_rows;
+    return run_split<Atom>(tail, p, la, lb, size, plan.tail_splits, plan.main_rows);
   }
+  if (plan.splits > 1) return run_split<Atom>(q, p, la, lb, size, plan.splits, 0);
   launch_width<Atom>(q, p, la, lb, size);
-  if (partials.defined()) sum_partials(p, partials, q.splits);
 }
 
 }  // namespace
@@ -296,12 +356,15 @@ decltype(auto) with_atom(const BmmProblem& p, F&& f) {
   }
 }
 
-bool splits_k(const BmmProblem& p) {
+const char* split_name(const BmmProblem& p) {
   return with_atom(p, [&](auto atom) {
     using Atom = typename decltype(atom)::type;
-    return k_splits<Atom>(p, picked_size<Atom>(p, 0)) > 1;
+    const SplitPlan plan = split_plan<Atom>(p, picked_size<Atom>(p, 0));
+    return plan.main_rows > 0 ? " tail-split-k" : plan.splits > 1 ? " split-k" : "";
   });
 }
+
+bool splits_k(const BmmProblem& p) { return *split_name(p) != '\0'; }
 
 // The block tile picked_size chooses, as _bmm_tile reports it.
 const char* tile(const BmmProblem& p) {

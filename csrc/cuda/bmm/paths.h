@@ -116,8 +116,11 @@ void bmm(const BmmProblem& p, int tile = 0, bool may_split = true);
 // The block tile bmm(p) picks, rows x columns of the output: "64x64", "128x128" or (3xTF32 off sm_90)
 // "128x64".
 const char* tile(const BmmProblem& p);
-// Whether bmm(p) splits K into slices walked as blocks of their own (few blocks over a long K; mma.cu).
+// Whether bmm(p) splits K into slices walked as blocks of their own (few blocks over a long K; mma.cu),
+// and how, as _bmm_path names it: "" (whole), " split-k" (every tile), " tail-split-k" (float64: the
+// tile rows past its whole waves only, mma.cu tail_split).
 bool splits_k(const BmmProblem& p);
+const char* split_name(const BmmProblem& p);
 // The instruction the problem's dtype (and, for float32, the matmul precision) runs on: "f64",
 // "tf32", "3xtf32", "bf16" or "fp16".
 const char* kind(const BmmProblem& p);
