@@ -130,19 +130,19 @@ SplitChoice cheapest_split(const SplitCosts& c, int64_t blocks, int64_t k_tiles,
   return best;
 }
 
-// How the DMMA kernel walks K for one output matrix: whole, split everywhere (`splits`), or split in a
-// tail only. A product of a little over whole waves of blocks (fp64 768 x 2304 x 2048: 432 tiles on
-// 396 slots) runs its last blocks nearly alone, a whole wave's time for a tenth of the work; splitting
-// every tile's K to even that out costs every output a round trip. The tail split runs the first
-// `main_rows` rows (whole waves of 64-row tile rows) unsplit and only the rows below them in
-// `tail_splits` slices, a launch each: 768 x 2304 x 2048 runs 11 of its 12 tile rows in one wave and
-// the 12th in 7 slices of 19 k-tiles. Taken only where a split everywhere is declined (split_plan).
+// How the kernel walks K: the output rows from `split_from` on in `splits` slices of K, the rows above
+// them whole (splits 1: every row whole; split_from 0: the split everywhere).
 struct SplitPlan {
   int splits = 1;
-  int64_t main_rows = 0;  // > 0: the tail split, which then has tail_splits > 1
-  int tail_splits = 1;
+  int64_t split_from = 0;
 };
 
+// The DMMA kernel's tail split of one output matrix. A product of a little over whole waves of blocks
+// (fp64 768 x 2304 x 2048: 432 tiles on 396 slots) runs its last blocks nearly alone, a whole wave's
+// time for a tenth of the work; splitting every tile's K to even that out costs every output a round
+// trip. The tail split walks the rows of whole waves of 64-row tile rows whole and splits only the rows
+// below them, a launch each: 768 x 2304 x 2048 runs 11 of its 12 tile rows in one wave and the 12th in 7
+// slices of 19 k-tiles. Taken only where a split everywhere is declined (split_plan).
 SplitPlan tail_split(const SplitCosts& c, const BmmProblem& p, int64_t k_tiles, double best_us, int sms) {
   const int64_t tiles_m = (p.m + dmma::BM - 1) / dmma::BM, tiles_n = (p.n + dmma::BN - 1) / dmma::BN;
   const int64_t slots = int64_t(c.blocks_per_sm) * sms, waves = tiles_m * tiles_n / slots;
@@ -152,7 +152,7 @@ SplitPlan tail_split(const SplitCosts& c, const BmmProblem& p, int64_t k_tiles, 
   const int64_t tail_m = p.m - rows * dmma::BM;
   const SplitChoice tail = cheapest_split(c, (tiles_m - rows) * tiles_n, k_tiles, tail_m * p.n, sms);
   if (tail.splits == 1 || main_us + tail.us >= best_us) return {};
-  return {1, rows * dmma::BM, tail.splits};
+  return {tail.splits, rows * dmma::BM};
 }
 
 template <class Atom>
@@ -248,7 +248,7 @@ SplitPlan split_plan(const BmmProblem& p, TileSize size) {
     // had the other way round (768 x 2304 x 8192: 612 us split in 3, 664 tail-split, 787 whole).
     const SplitPlan tail = all.splits == 1 ? tail_split(costs, p, k_tiles, kMinSplitGain * all.whole_us, sm_count())
                                            : SplitPlan{};
-    if (tail.main_rows > 0) return tail;
+    if (tail.splits > 1) return tail;
   }
   return {all.splits};
 }
@@ -294,17 +294,16 @@ void run(const BmmProblem& p, int tile, bool may_split) {
   q.b_batch = p.b_strides[0], q.b_ld = lb.ld;
   q.k_split = p.k;
   const SplitPlan plan = may_split ? split_plan<Atom>(p, size) : SplitPlan{};
-  if (plan.main_rows > 0) {  // one output matrix (tail_split): its first rows whole, the rest split
-    Params<Elem> tail = q;
-    q.m = plan.main_rows;
-    launch_width<Atom>(q, p, la, lb, size);
-    // a's rows from main_rows on (a multiple of 64: the operand's alignment, so its copy width, holds)
-    tail.a += la.mn_major ? plan.main_rows : plan.main_rows * la.ld;
-    tail.m = p.m - plan.main_rows;
-    return run_split<Atom>(tail, p, la, lb, size, plan.tail_splits, plan.main_rows);
+  if (plan.splits == 1) return launch_width<Atom>(q, p, la, lb, size);
+  if (plan.split_from > 0) {  // one output matrix (tail_split): the rows above split_from whole
+    Params<Elem> whole = q;
+    whole.m = plan.split_from;
+    launch_width<Atom>(whole, p, la, lb, size);
+    // a's rows from split_from on (a multiple of 64: the operand's alignment, so its copy width, holds)
+    q.a += la.mn_major ? plan.split_from : plan.split_from * la.ld;
+    q.m = p.m - plan.split_from;
   }
-  if (plan.splits > 1) return run_split<Atom>(q, p, la, lb, size, plan.splits, 0);
-  launch_width<Atom>(q, p, la, lb, size);
+  run_split<Atom>(q, p, la, lb, size, plan.splits, plan.split_from);
 }
 
 }  // namespace
@@ -360,7 +359,7 @@ const char* split_name(const BmmProblem& p) {
   return with_atom(p, [&](auto atom) {
     using Atom = typename decltype(atom)::type;
     const SplitPlan plan = split_plan<Atom>(p, picked_size<Atom>(p, 0));
-    return plan.main_rows > 0 ? " tail-split-k" : plan.splits > 1 ? " split-k" : "";
+    return plan.splits == 1 ? "" : plan.split_from > 0 ? " tail-split-k" : " split-k";
   });
 }
 
