@@ -36,6 +36,19 @@ def test_runs_head_then_variant_and_restores_the_file(tmp_path):
     assert "device_ab: variant ran, rc 0" in result.stdout
 
 
+def test_the_variants_objects_go_with_it(tmp_path):
+    # The next device call copies the sources back with times older than the variant's objects, so an
+    # incremental build kept in build/ would install the variant again: the exit removes build/ once the
+    # variant was built, and leaves it when the run stopped before that.
+    tree = _tree(tmp_path)
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "true", build="mkdir -p build && touch build/kernel.o")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (tree / "build").exists()
+    (tree / "build").mkdir()
+    result = _ab(tree, "s/unroll(8)/unroll(1)/", "true")
+    assert result.returncode == 1 and (tree / "build").is_dir()
+
+
 def test_the_command_sees_out_and_its_failure_is_the_exit_status(tmp_path):
     tree = _tree(tmp_path)
     # OUT unset: the script's default reaches the command; the variant's run fails

@@ -9,7 +9,9 @@
 # Exits non-zero when a build fails (the file is put back) or either run of the command does.
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
 # it); BUILD_CMD replaces the build command (pip install of the tree). The installed build is the
-# variant's when this ends: the next call must build again.
+# variant's when this ends, so the exit removes build/: the next call's copy of the tree brings the
+# sources back with their old times, older than the variant's objects, and a warm rebuild would say
+# "ninja: no work to do" and install the variant again (it did, twenty-ninth session).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
@@ -23,7 +25,8 @@ BUILD_CMD=${BUILD_CMD:-"python -m pip install --no-build-isolation --no-deps -v 
 t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
 cp "$file" "$saved"
-trap 'cp "$saved" "$file"; rm -f "$saved" "$edited"' EXIT
+variant_built=0
+trap 'cp "$saved" "$file"; rm -f "$saved" "$edited"; [ $variant_built = 0 ] || rm -rf build' EXIT
 # the edit is checked before any build: one that fails or matches nothing wastes none
 sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
 if cmp -s "$edited" "$saved"; then echo "device_ab: '$expr' changes nothing in $file"; exit 1; fi
@@ -50,6 +53,7 @@ if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the 
 run head "$@"
 cp "$edited" "$file"
 diff "$saved" "$file" | head -20
+variant_built=1
 build variant
 run variant "$@"
 exit $status
