@@ -93,14 +93,17 @@ def assert_tile(a, b, width):
         assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
 
 
-HOPPER_WIDTHS = (96, 112, 128, 160, 192, 256)
+HOPPER_WIDTHS = (64, 96, 112, 128, 160, 192, 256)
 
 
 def hopper_tile_width(batch, m, n, sms=132, b_k_major=False, k=0):
-    """The 16-bit Hopper kernel's tile width for a batch x m x n output (bmm/hopper.cu tile_width): the
-    narrowest of 192, 128 and (only where 256-wide tiles take one wave) 160 that takes no more waves of
-    128-row tiles over the SMs than 256 columns do; then 96 for a K-major b and K >= 1024 where 128 takes
-    one wave and 96 does too, with more tiles. 112 runs by name only."""
+    """The 16-bit Hopper kernel's tile width for a batch x m x n output (bmm/hopper.cu tile_width): 64 for
+    N <= 64; else the narrowest of 192, 128 and (only where 256-wide tiles take one wave) 160 that takes
+    no more waves of 128-row tiles over the SMs than 256 columns do; then 96 for a K-major b and K >= 1024
+    where 128 takes one wave and 96 does too, with more tiles. 112 runs by name only."""
+    if n <= 64:
+        return 64
+
     def tiles(width):
         return batch * -(-m // 128) * -(-n // width)
 
@@ -287,8 +290,8 @@ def operands(layouts, batch, m, n, k, dtype):
 
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
-# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). The
-# first seven run the 128-wide kernel; the last four take fewer waves at wider tiles, so they run the
+# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). N =
+# 40 and N = 1 run the 64-wide kernel, the other five of the first seven the 128-wide one; the last four take fewer waves at wider tiles, so they run the
 # 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
 # columns against 432 of 256 and 792 of 128, 4 waves against 4 and 6; 210 against 180 and 330, 2 waves
 # against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3; 180 against 120, 2 against 1);
@@ -306,7 +309,7 @@ SHAPES = [
     (12, 700, 1000, 136),
     (10, 300, 1002, 200),
 ]
-TILE_WIDTH = {SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
+TILE_WIDTH = {SHAPES[2]: 64, SHAPES[3]: 64, SHAPES[-4]: 192, SHAPES[-3]: 192, SHAPES[-2]: 256, SHAPES[-1]: 256}
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
            ("row", "col-sliced")]
 
@@ -348,7 +351,7 @@ def test_hopper_path_many_tiles_and_batches():
 
 
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
-# groups at 256-wide tiles, three at 192-wide, one at 128-wide) unless K has no more k-blocks than the
+# groups at 256-wide tiles, three at 192-wide, one at 128- and 64-wide) unless K has no more k-blocks than the
 # tile has groups; then it is stored right after its mainloop. In every shape each block walks at least
 # two tiles, over several tile columns, with edge tiles in M and N (on 132 SMs): 14 x 520 x 1000 (280
 # tiles at 256-wide, 3 waves, against 4 at 192-wide) runs 256-wide tiles, where K <= 64 stores right
@@ -356,8 +359,9 @@ def test_hopper_path_many_tiles_and_batches():
 # test_hopper_whole_tile_store compares with the half-tile groups) and 200 and 264 are held; 12 x 520 x 1032 (360 tiles at 192-wide: 3 waves, as at 256-wide, against
 # 5 at 128-wide) runs 192-wide ones, where K <= 192 stores right away and 200 and 264 are held; 44 x 250
 # x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where K <= 64 stores right
-# away and 72 (the second k-block partial) and up are held.
-STORE_WALKS = {(14, 520, 1000): 256, (12, 520, 1032): 192, (44, 250, 264): 128}
+# away and 72 (the second k-block partial) and up are held; 200 x 250 x 40 (N <= 64: 400 tiles of 64
+# columns, one partial) runs 64-wide ones, one store group, held from K = 72 on.
+STORE_WALKS = {(14, 520, 1000): 256, (12, 520, 1032): 192, (44, 250, 264): 128, (200, 250, 40): 64}
 
 
 @requires_cuda
@@ -378,17 +382,19 @@ def test_hopper_store_under_the_next_tile(dtype, batch_m_n, k, layouts):
 
 # The tile-width rule on training shapes (132 SMs; metadata only, nothing is multiplied): 8192 x 768 is
 # 192 tiles of 256 columns, two waves whose second is half idle, and 256 of 192 columns, two full ones;
-# 4096^2 keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 and equal waves take 128. Where 256
+# 4096^2 keeps 256 (512 tiles, 4 waves, against 6 at 192); N <= 128 and equal waves take 128, N <= 64
+# (attention's p @ v at head size 64, 96 x 1024 x 64) 64. Where 256
 # takes one wave, 160 joins: the weight gradient 768 x 3072 is 72 tiles of 256 (half the SMs), 96 of 192,
 # 120 of 160 and 144 of 128 (two waves); 768 x 2304 keeps 128 (108 tiles, one wave).
 WIDTH_CASES = [((1, 8192, 768), 192), ((1, 768, 3072), 160), ((1, 768, 2304), 128), ((1, 2048, 768), 128),
-               ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 128), ((2, 130, 264), 128)]
+               ((1, 4096, 4096), 256), ((8, 2048, 2048), 256), ((96, 1024, 64), 64), ((2, 130, 264), 128),
+               ((96, 1024, 72), 128)]
 # With a K-major b (the input gradient g @ W^T) and K >= 1024, one-wave products narrow 128 to 96: 2048
 # x 768 is 96 tiles of 128 and 128 of 96, 2 x 128 x 256 4 and 6, but not over K = 768; 768 x 2304 stays
 # (108 of 128, 144 of 96: two waves), as do 2 x 130 x 264 (12 tiles either way), more than one wave, and
-# the wider tiles. (batch, m, n, k)
+# the wider tiles; N <= 64 stays 64. (batch, m, n, k)
 K_MAJOR_WIDTH_CASES = [((1, 2048, 768, 1024), 96), ((1, 2048, 768, 768), 128), ((2, 128, 256, 1024), 96),
-                       ((1, 768, 2304, 4096), 128), ((2, 130, 264, 1024), 128), ((96, 1024, 64, 1024), 128),
+                       ((1, 768, 2304, 4096), 128), ((2, 130, 264, 1024), 128), ((96, 1024, 64, 1024), 64),
                        ((1, 8192, 768, 1024), 192), ((1, 768, 3072, 8192), 160)]
 
 
@@ -441,11 +447,11 @@ def test_hopper_tile_width_by_name(dtype, width, layouts):
         assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
 
 
-# The same names where K splits (few tiles over K = 8192; the cost model's 96- and 112-wide k-blocks are
-# taken in proportion to the width) and where N is below the width (N = 40: one partial tile column).
+# The same names where K splits (few tiles over K = 8192; the cost model's 64-, 96- and 112-wide k-blocks
+# are taken in proportion to the width) and where N is below the width (N = 40: one partial tile column).
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col")], ids=["row-row", "col-col"])
-@pytest.mark.parametrize("width", [96, 112, 160])
+@pytest.mark.parametrize("width", [64, 96, 112, 160])
 def test_hopper_narrow_widths_split_k_and_narrow_n(width, layouts):
     hopper_expected()
     for batch, m, n, k in [(1, 256, 1000, 8192), (2, 300, 40, 520)]:
@@ -508,8 +514,8 @@ def test_hopper_tile_width_by_name_rejects_float32():
     a = make_tensor((2, 64, 64), torch.float32, "cuda")
     with pytest.raises(RuntimeError, match="forces the bfloat16 / float16 kernel's tile width"):
         torch.ops.tiles._bmm_on_path(a, a, "hopper-128")
-    with pytest.raises(RuntimeError, match="path must be one of .*'hopper-96', .*; got 'hopper-64'"):
-        torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-64")
+    with pytest.raises(RuntimeError, match="path must be one of .*'hopper-96', .*; got 'hopper-80'"):
+        torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-80")
 
 
 # The ways a tile reaches memory, forced by name (to time them against each other on a new GPU):
@@ -527,7 +533,7 @@ def forced_stores(width):
 @requires_cuda
 @pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("row", "col-sliced")],
                          ids=["row-row", "col-col", "row-col-sliced"])
-@pytest.mark.parametrize("width", [128, 192, 256])
+@pytest.mark.parametrize("width", [64, 128, 192, 256])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_stores_by_name(dtype, width, layouts):
     hopper_expected()
@@ -580,12 +586,14 @@ def batches_to_fill(m, n, dtype, times):
 
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
-@pytest.mark.parametrize("n, width", [(2056, 256), (376, 192), (120, 128)], ids=["256-wide", "192-wide", "128-wide"])
+@pytest.mark.parametrize("n, width", [(2056, 256), (376, 192), (120, 128), (48, 64)],
+                         ids=["256-wide", "192-wide", "128-wide", "64-wide"])
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_streaming_store(dtype, n, width, layouts):
     # short K (two k-blocks, the second partial) and an output larger than L2: on DRAM under 4 TB/s the
     # consumers' own evict-first stores instead of TMA's, from 256-wide tiles, 192-wide ones where they
-    # take as many waves (N = 376: two tile columns at either width), or 128-wide ones when N <= 128;
+    # take as many waves (N = 376: two tile columns at either width), 128-wide ones when N <= 128 and
+    # 64-wide ones when N <= 64;
     # edge tiles in M and N. On faster DRAM bmm keeps TMA's stores, and the streaming ones run by name.
     hopper_expected()
     m, k = 1000, 72

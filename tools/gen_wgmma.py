@@ -7,7 +7,7 @@ script spells them out. Run it after changing SHAPES:  python tools/gen_wgmma.py
 import pathlib
 
 # (C++ name of the input type, PTX type, N): the m64nNk16 products with float accumulators.
-SHAPES = [(t, t, n) for t in ("bf16", "f16") for n in (96, 112, 128, 160, 192, 256)]
+SHAPES = [(t, t, n) for t in ("bf16", "f16") for n in (64, 96, 112, 128, 160, 192, 256)]
 # N of the m64nNk8 TF32 products whose A comes from registers (bmm/hopper_tf32_kernel.cuh).
 TF32_RS_SHAPES = [128, 192, 256]
 

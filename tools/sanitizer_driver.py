@@ -134,17 +134,19 @@ def bmm_small():
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, every tile width, both epilogues (N % 8 == 0: TMA
-# stores; otherwise direct stores from padded operands, 192-wide at 10 x 300 x 1290), a broadcast batch;
-# in the last three (on 132 SMs: 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns,
+# stores; otherwise direct stores from padded operands, 192-wide at 10 x 300 x 1290, 64-wide at N = 33),
+# a broadcast batch; in the last four (on 132 SMs: 400 tiles of 64 columns (N <= 64); 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns,
 # as many waves as at 256 and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192)
-# every block walks at least two tiles and, with more k-blocks than the tile has store groups (2, 4 and
-# 4 against 1, 3 and 2), stages each tile's stores during the next one's k-blocks (at 256 columns two or
+# every block walks at least two tiles and, with more k-blocks than the tile has store groups (4, 2, 4
+# and 4 against 1, 1, 3 and 2), stages each tile's stores during the next one's k-blocks (at 256 columns two or
 # three k-blocks would store whole tiles instead: hopper_streaming runs those).
 def hopper():
-    WALK_TILES = {(44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192", (14, 520, 200, 1000): "128x256"}
+    WALK_TILES = {(200, 250, 200, 40): "128x64", (44, 250, 72, 264): "128x128", (45, 130, 200, 520): "128x192",
+                  (14, 520, 200, 1000): "128x256"}
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for dtype in (torch.bfloat16, torch.float16):
-        for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290), *WALK_TILES]:
+        for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290),
+                              (2, 130, 72, 33), *WALK_TILES]:
             kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
             a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
             a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT

@@ -91,7 +91,7 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise;
 // "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
-// " tma-store" / " streaming-store" the way every tile is written, unsplit (at 128, 192 and 256), and
+// " tma-store" / " streaming-store" the way every tile is written, unsplit (at 64, 128, 192 and 256), and
 // " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "thin whole-k" / "thin split-k"
 // the thin kernels with K never split / split as far as filling the SMs asks.
 struct NamedPath {
@@ -104,7 +104,8 @@ struct NamedPath {
   thin::SplitK thin_split = thin::SplitK::costed;     // the thin kernels' split-K as costed, never or to fill
 };
 constexpr NamedPath kNamedPaths[] = {
-    {"hopper", Path::hopper, 0},           {"hopper-96", Path::hopper, 96},
+    {"hopper", Path::hopper, 0},           {"hopper-64", Path::hopper, 64},
+    {"hopper-96", Path::hopper, 96},
     {"hopper-112", Path::hopper, 112},     {"hopper-128", Path::hopper, 128},
     {"hopper-160", Path::hopper, 160},     {"hopper-192", Path::hopper, 192},
     {"hopper-256", Path::hopper, 256},
@@ -114,6 +115,8 @@ constexpr NamedPath kNamedPaths[] = {
     {"hopper-128 pair-a", Path::hopper, 128, true, hopper::Pair::share_a},
     {"hopper-192 pair-b", Path::hopper, 192, true, hopper::Pair::share_b},
     {"hopper-192 pair-a", Path::hopper, 192, true, hopper::Pair::share_a},
+    {"hopper-64 tma-store", Path::hopper, 64, true, hopper::Pair::none, hopper::Store::tma},
+    {"hopper-64 streaming-store", Path::hopper, 64, true, hopper::Pair::none, hopper::Store::streaming},
     {"hopper-128 tma-store", Path::hopper, 128, true, hopper::Pair::none, hopper::Store::tma},
     {"hopper-128 streaming-store", Path::hopper, 128, true, hopper::Pair::none, hopper::Store::streaming},
     {"hopper-192 tma-store", Path::hopper, 192, true, hopper::Pair::none, hopper::Store::tma},

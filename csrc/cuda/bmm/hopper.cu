@@ -59,6 +59,7 @@ void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMa
     case 160: return launch_layouts<T, 160>(ma, mb, mc, ta, tb, c, s, grid, pair);
     case 112: return launch_layouts<T, 112>(ma, mb, mc, ta, tb, c, s, grid, pair);
     case 96: return launch_layouts<T, 96>(ma, mb, mc, ta, tb, c, s, grid, pair);
+    case 64: return launch_layouts<T, 64>(ma, mb, mc, ta, tb, c, s, grid, pair);
     default: return launch_layouts<T, 128>(ma, mb, mc, ta, tb, c, s, grid, pair);
   }
 }
@@ -80,7 +81,7 @@ namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
 // 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
-// so are 96 (bmm picks it only for one-wave products, below) and 112 (by name only). All timed
+// so are 64 (N <= 64), 96 (bmm picks it only for one-wave products, below) and 112 (by name only). All timed
 // before f4e9a22's leaner producer, which made one-wave k-blocks 5-15% faster on an H200 (NOTES.md,
 // "Pairs and the producer's k-block"): not re-fitted yet.
 double k_block_us(int bn) {
@@ -104,7 +105,7 @@ struct TileName {
   int width;
   const char* name;
 };
-constexpr TileName kTiles[] = {{96, "128x96"},   {112, "128x112"}, {128, "128x128"},
+constexpr TileName kTiles[] = {{64, "128x64"},   {96, "128x96"},   {112, "128x112"}, {128, "128x128"},
                                {160, "128x160"}, {192, "128x192"}, {256, "128x256"}};
 const TileName* tile_named(int width) {
   for (const TileName& t : kTiles)
@@ -136,8 +137,11 @@ struct Plan {
 // (128 tiles of 96 on 132 SMs against 96 of 128) and 0.87x on 1536 x 768 x 3072, but 1.11x on 4096 x 384 x
 // 768, since their registers' store is not overlapped (where K is long, the shorter k-blocks pay for
 // it); an N-major b, loaded in two whole 64-column boxes, ran 17% slower (NOTES.md, "Pairs and the
-// producer's k-block"; "Tile widths on one wave"). 112 stays by name only.
+// producer's k-block"; "Tile widths on one wave"). 112 stays by name only. N <= 64 (attention's p @ v
+// and its input gradient at head size 64) takes 64-wide tiles: as many as 128-wide ones, with half the
+// tensor-core work and b's stage a k-block, where 128 columns multiplied zeros past N.
 int tile_width(const BmmProblem& p, int64_t sms) {
+  if (p.n <= 64) return 64;
   const int64_t tiles_m = (p.m + 127) / 128;
   auto tiles = [&](int64_t width) { return p.batch * tiles_m * ((p.n + width - 1) / width); };
   auto waves = [&](int64_t width) { return (tiles(width) + sms - 1) / sms; };

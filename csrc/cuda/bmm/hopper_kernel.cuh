@@ -17,15 +17,15 @@
 //
 // Epilogue (Store, chosen by bmm/hopper.cu): each consumer converts its 64 x BN floats to the output
 // type, two per register, and stages them in 8 KiB swizzled shared buffers (one 64-column box each)
-// for TMA stores, which clip at the matrix edges and drain while the consumer goes on: a 128-wide tile
-// in one group of two buffers, a 192-wide one in three groups of one, a 256-wide one in two groups of
-// two (a whole-tile buffer would take 64 KiB, one operand stage). The groups are staged during the next
-// tile's first k-blocks, one per k-block, so the tensor cores do not wait for the epilogue; a tile of
-// no more k-blocks than groups is stored right after its mainloop. Where K is two or three k-blocks, a
-// 256-wide tile is staged whole in one group instead (Store::tma_whole_tile: buffers for the whole tile,
-// a stage fewer), stored right after its mainloop. Or, when the kernel is a write
-// stream (or by name, bmm/store.h), the consumer's own threads copy the buffers out with evict-first
-// 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither can address it,
+// for TMA stores, which clip at the matrix edges and drain while the consumer goes on: a 64-wide tile
+// in one group of one buffer, a 128-wide one in one group of two, a 192-wide one in three groups of
+// one, a 256-wide one in two groups of two (a whole-tile buffer would take 64 KiB, one operand stage).
+// The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor cores do
+// not wait for the epilogue; a tile of no more k-blocks than groups is stored right after its
+// mainloop. Where K is two or three k-blocks, a 256-wide tile is staged whole in one group instead
+// (Store::tma_whole_tile: buffers for the whole tile, a stage fewer), stored right after its mainloop.
+// Or, when the kernel is a write stream (or by name, bmm/store.h), the consumer's own threads copy the
+// buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither can address it,
 // and the consumers store straight from registers; so they do a split-K slice's float partials, and
 // every tile of a width that is not a multiple of 64 (96, 112, 160; TileConfig).
 //
@@ -66,8 +66,8 @@ struct TileConfig {
   // 128-byte-swizzled 64-column blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take
   // the 64-byte swizzle), but what the H200 computes correctly in every layout
   // (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
-  static_assert(BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
-                "Hopper bmm tiles are 96, 112, 128, 160, 192 or 256 columns wide");
+  static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
+                "Hopper bmm tiles are 64, 96, 112, 128, 160, 192 or 256 columns wide");
   static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
   static constexpr int kWidth = BN;
   static constexpr bool kStagedStores = BN % 64 == 0;
@@ -78,7 +78,7 @@ struct TileConfig {
   // An N-major b arrives in whole 64-column boxes (BN = 96: two, the second half used), a K-major one
   // as BN rows; a stage has room for the boxes.
   static constexpr int kBBoxes = (BN + 63) / 64;
-  static constexpr int kBBytes = kBBoxes * 64 * BK * 2;  // 16, 24 or 32 KiB
+  static constexpr int kBBytes = kBBoxes * 64 * BK * 2;  // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
   // The bytes TMA writes into a stage, which its `full` barrier waits for.
   static constexpr uint32_t loaded_bytes(bool trans_b) { return kABytes + (trans_b ? kBBoxes * 64 : BN) * BK * 2; }
@@ -86,17 +86,19 @@ struct TileConfig {
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
   // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers), which
-  // leaves room for a 5th stage. None where the tile is not staged.
+  // leaves room for a 5th stage; at BN = 64 the tile's one chunk. None where the tile is not staged.
   // Store::tma_whole_tile (kWholeTile): a 256-wide tile's four chunks a consumer in one group, so that
   // a tile's stores never wait for its own earlier chunks to leave shared memory, at the price of a
   // stage (short K: bmm/hopper.cu plan).
-  static constexpr int kCBuffers = kWholeTile ? BN / 64 : BN == 192 ? 1 : 2;
+  static constexpr int kCBuffers = kWholeTile ? BN / 64 : BN == 192 || BN == 64 ? 1 : 2;
   static constexpr int kStoreGroups = kStagedStores ? BN / 64 / kCBuffers : 0;
   static constexpr int kCBytes = kStagedStores ? kConsumers * kCBuffers * kChunkBytes : 0;
   // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6; 256 with whole-tile buffers: three
   // 48 KiB stages beside 64 KiB of buffers); 96 and 112 (32 KiB stages) at 6, as cuBLAS runs its 96 x
-  // 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes").
-  static constexpr int kStages = kWholeTile ? 3 : BN == 256 ? 4 : BN < 128 ? 6 : 5;
+  // 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes"). 64 (24 KiB stages) as
+  // deep as fits: its products (N <= 64, as attention's p @ v over a long K) stream a through few
+  // tensor-core cycles a k-block, so the loads in flight set their pace.
+  static constexpr int kStages = kWholeTile ? 3 : BN == 256 ? 4 : BN == 64 ? 8 : BN < 128 ? 6 : 5;
   // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
   // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
   // kernel hangs in setmaxnreg.inc). Paired blocks' producers walk pairs and multicast, which spills at
@@ -117,6 +119,7 @@ struct TileConfig {
 template <class T, int BN, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db) {
   constexpr int ta = kTransA, tb = kTransB;
+  TILES_WGMMA_WIDTH(64)
   TILES_WGMMA_WIDTH(96)
   TILES_WGMMA_WIDTH(112)
   TILES_WGMMA_WIDTH(128)
@@ -403,7 +406,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // held only when it has more k-blocks than groups, so every group is out before `packed` is
   // rewritten. Otherwise the tile is stored right after its mainloop: there is no mainloop to hide it
   // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. So a tile of at most
-  // kGroups k-blocks (K <= 64 at 128-wide tiles, 128 at 256-wide, 192 at 192-wide) is stored at once.
+  // kGroups k-blocks (K <= 64 at 64- and 128-wide tiles, 128 at 256-wide, 192 at 192-wide) is stored
+  // at once.
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;

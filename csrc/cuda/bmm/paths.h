@@ -68,8 +68,8 @@ namespace hopper {
 // Whether this build, the current device and the problem's dtype and layout suit the Hopper kernel;
 // when not and `why` is given, says why.
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-// `width`: the output tile's columns, 0 to let the kernel pick (bmm/hopper.cu `plan`), or 96, 112, 128,
-// 160, 192 or 256 to force one (tests and benchmarks, through tiles::_bmm_on_path's "hopper-<width>").
+// `width`: the output tile's columns, 0 to let the kernel pick (bmm/hopper.cu `plan`), or 64, 96, 112,
+// 128, 160, 192 or 256 to force one (tests and benchmarks, through tiles::_bmm_on_path's "hopper-<width>").
 // `pair`: single blocks, or clusters of two over adjacent tiles that share b's or a's loads
 // (bmm/pair.h; "hopper-<width> pair-b" / "pair-a"), built for bf16 at 96, 128 and 192 columns.
 // `store`: the plan's (bmm/store.h), or Store::tma / Store::streaming forced for every tile, unsplit
