@@ -291,8 +291,8 @@ def operands(layouts, batch, m, n, k, dtype):
 
 # (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
 # takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). N =
-# 40 and N = 1 run the 64-wide kernel, the other five of the first seven the 128-wide one; the last four take fewer waves at wider tiles, so they run the
-# 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
+# 40 and N = 1 run the 64-wide kernel, the other five of the first seven the 128-wide one; the last four
+# take fewer waves at wider tiles, so they run the 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
 # columns against 432 of 256 and 792 of 128, 4 waves against 4 and 6; 210 against 180 and 330, 2 waves
 # against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3; 180 against 120, 2 against 1);
 # N = 1290 and N = 1002 store directly. test_hopper_tile_width_by_name runs every width on every layout.
@@ -353,14 +353,15 @@ def test_hopper_path_many_tiles_and_batches():
 # A tile's TMA store is staged during the next tile's first k-blocks (one store group per k-block: two
 # groups at 256-wide tiles, three at 192-wide, one at 128- and 64-wide) unless K has no more k-blocks than the
 # tile has groups; then it is stored right after its mainloop. In every shape each block walks at least
-# two tiles, over several tile columns, with edge tiles in M and N (on 132 SMs): 14 x 520 x 1000 (280
+# two tiles, over several tile columns but in the last, with edge tiles in M and N (on 132 SMs): 14 x 520 x 1000 (280
 # tiles at 256-wide, 3 waves, against 4 at 192-wide) runs 256-wide tiles, where K <= 64 stores right
 # away, 72 and 128 (two k-blocks) store whole tiles right away (Store::tma_whole_tile, which
 # test_hopper_whole_tile_store compares with the half-tile groups) and 200 and 264 are held; 12 x 520 x 1032 (360 tiles at 192-wide: 3 waves, as at 256-wide, against
 # 5 at 128-wide) runs 192-wide ones, where K <= 192 stores right away and 200 and 264 are held; 44 x 250
 # x 264 (264 tiles at 128-wide: 2 waves, as at 256-wide) runs 128-wide ones, where K <= 64 stores right
 # away and 72 (the second k-block partial) and up are held; 200 x 250 x 40 (N <= 64: 400 tiles of 64
-# columns, one partial) runs 64-wide ones, one store group, held from K = 72 on.
+# columns in one partial tile column, so its blocks walk tile rows and batches only) runs 64-wide ones,
+# one store group, held from K = 72 on.
 STORE_WALKS = {(14, 520, 1000): 256, (12, 520, 1032): 192, (44, 250, 264): 128, (200, 250, 40): 64}
 
 

@@ -79,9 +79,28 @@ def test_an_edit_that_matches_nothing_stops_before_any_build(tmp_path):
 
 def test_a_failed_variant_build_stops_and_restores_the_file(tmp_path):
     tree = _tree(tmp_path)
-    # the build fails once the edit is in place, as a variant that does not compile would
-    result = _ab(tree, "s/unroll(4)/unroll(1)/", "echo ran >> seen.txt", build="! grep -q 'unroll(1)' kernel.cu")
+    # the build fails once the edit is in place, as a variant that does not compile would, after writing
+    # objects to build/ (which go with it)
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "echo ran >> seen.txt",
+                 build="mkdir -p build && ! grep -q 'unroll(1)' kernel.cu")
     assert result.returncode == 1
     assert "the variant build FAILED" in result.stdout
     assert (tree / "seen.txt").read_text().splitlines() == ["ran"]
     assert (tree / "kernel.cu").read_text() == SOURCE
+    assert not (tree / "build").exists()
+
+
+def test_runs_from_another_directory(tmp_path):
+    # the script works in its own tree wherever it is called from: the edit, the builds and build/'s removal
+    (tmp_path / "repo").mkdir()
+    tree = _tree(tmp_path / "repo")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+    env.update(BUILD_CMD="mkdir -p build && echo built >> builds.txt", OUT=str(tree / "out"))
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", "s/unroll(4)/unroll(1)/",
+                             "true"], cwd=elsewhere, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
+    assert (tree / "kernel.cu").read_text() == SOURCE and not (tree / "build").exists()
+    assert not any(elsewhere.iterdir())

@@ -9,9 +9,10 @@
 # Exits non-zero when a build fails (the file is put back) or either run of the command does.
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
 # it); BUILD_CMD replaces the build command (pip install of the tree). The installed build is the
-# variant's when this ends, so the exit removes build/: the next call's copy of the tree brings the
-# sources back with their old times, older than the variant's objects, and a warm rebuild would say
-# "ninja: no work to do" and install the variant again (it did, twenty-ninth session).
+# variant's when this ends: the next call must build again (SKIP_BUILD=1 would time the variant as the
+# head). The exit removes build/ for that build: the next call's copy of the tree brings the sources back
+# with their old times, older than the variant's objects, and a warm rebuild would say "ninja: no work to
+# do" and install the variant again (it did, twenty-ninth session).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi

@@ -134,8 +134,9 @@ def bmm_small():
 
 # The Hopper tensor-core bmm (bf16 / fp16 on sm_90a builds; elsewhere these take the general kernel):
 # both major orders of each operand, edge tiles, every tile width, both epilogues (N % 8 == 0: TMA
-# stores; otherwise direct stores from padded operands, 192-wide at 10 x 300 x 1290, 64-wide at N = 33),
-# a broadcast batch; in the last four (on 132 SMs: 400 tiles of 64 columns (N <= 64); 264 tiles of 128 columns, as many waves as at 256; 270 of 192 columns,
+# stores; otherwise direct stores from padded operands, 192-wide at 10 x 300 x 1290, 64-wide at N =
+# 33), a broadcast batch; in the last four (on 132 SMs: 400 tiles of 64 columns (N <= 64); 264 tiles of
+# 128 columns, as many waves as at 256; 270 of 192 columns,
 # as many waves as at 256 and a wave fewer than at 128; 280 of 256 columns, a wave fewer than at 192)
 # every block walks at least two tiles and, with more k-blocks than the tile has store groups (4, 2, 4
 # and 4 against 1, 1, 3 and 2), stages each tile's stores during the next one's k-blocks (at 256 columns two or
@@ -184,12 +185,13 @@ def hopper_split_k():
 
 
 # The Hopper kernel's streaming-store epilogue: short K and an output larger than L2 (edge tiles in M,
-# and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones). bmm picks
-# it only where DRAM is slower than 4 TB/s (the H100; the H200 keeps TMA's stores), so the driver runs it
+# and in N at 256- and 192-wide tiles, two tile columns at 192; N <= 128 takes 128-wide ones, N <= 64
+# 64-wide ones). bmm picks it only where DRAM is slower than 4 TB/s (the H100; the H200 keeps TMA's
+# stores), so the driver runs it
 # by name at the width bmm's plan gives each N, and bmm's own pick beside it (prefilled: TMA's stores,
 # of whole 256-wide tiles at N = 2056 where DRAM is faster; the whole-tile store also by name there).
 def hopper_streaming():
-    for n, width in ((2056, 256), (376, 192), (120, 128)) if dev == "cuda" else ():
+    for n, width in ((2056, 256), (376, 192), (120, 128), (48, 64)) if dev == "cuda" else ():
         mm, k = 1000, 72
         b = torch.cuda.get_device_properties(dev).L2_cache_size * 11 // 10 // (mm * n * 2) + 1
         a, w = rand(b, mm, k, dtype=torch.bfloat16), rand(b, k, n, dtype=torch.bfloat16)

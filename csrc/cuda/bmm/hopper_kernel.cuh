@@ -25,9 +25,10 @@
 // mainloop. Where K is two or three k-blocks, a 256-wide tile is staged whole in one group instead
 // (Store::tma_whole_tile: buffers for the whole tile, a stage fewer), stored right after its mainloop.
 // Or, when the kernel is a write stream (or by name, bmm/store.h), the consumer's own threads copy the
-// buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8 != 0) neither can address it,
-// and the consumers store straight from registers; so they do a split-K slice's float partials, and
-// every tile of a width that is not a multiple of 64 (96, 112, 160; TileConfig).
+// buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8
+// != 0) neither can address it, and the consumers store straight from registers; so they do a split-K
+// slice's float partials, and every tile of a width that is not a multiple of 64 (96, 112, 160;
+// TileConfig).
 //
 // Split-K (splits > 1): the walk's batch index is split * batch + b, that split's k-blocks [split *
 // k_blocks, + k_blocks) of batch entry b (the past-K k-blocks of the last split are TMA's zeros), and
