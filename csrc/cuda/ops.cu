@@ -105,10 +105,9 @@ struct NamedPath {
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-64", Path::hopper, 64},
-    {"hopper-96", Path::hopper, 96},
-    {"hopper-112", Path::hopper, 112},     {"hopper-128", Path::hopper, 128},
-    {"hopper-160", Path::hopper, 160},     {"hopper-192", Path::hopper, 192},
-    {"hopper-256", Path::hopper, 256},
+    {"hopper-96", Path::hopper, 96},       {"hopper-112", Path::hopper, 112},
+    {"hopper-128", Path::hopper, 128},     {"hopper-160", Path::hopper, 160},
+    {"hopper-192", Path::hopper, 192},     {"hopper-256", Path::hopper, 256},
     {"hopper-96 pair-b", Path::hopper, 96, true, hopper::Pair::share_b},
     {"hopper-96 pair-a", Path::hopper, 96, true, hopper::Pair::share_a},
     {"hopper-128 pair-b", Path::hopper, 128, true, hopper::Pair::share_b},
