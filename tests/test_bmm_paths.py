@@ -1343,6 +1343,36 @@ def test_hopper_float32_tile_width(layouts):
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
 
 
+# Q of at most 64 rows (attention's p @ v at head size 64) takes 64-wide TF32 tiles (bmm/hopper_tf32.cu
+# plan): Q is b in every layout but a K-major a times an N-major b, whose roles swap (Q is a, of 300-520
+# rows here). 20 x 300 x 64 walks 60 tiles of 64; N = 40 leaves the tile's last 24 rows of Q past N; K =
+# 8192 over two tiles splits. 3xTF32 keeps its 128-wide tiles.
+NARROW_Q_SHAPES = [(20, 300, 64, 200), (3, 520, 40, 136), (1, 256, 64, 8192)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+def test_hopper_float32_narrow_q(layouts):
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        for shape in NARROW_Q_SHAPES:
+            a, b = tf32_operands(layouts, shape)
+            torch.set_float32_matmul_precision("highest")
+            if not small_float32(a, b):
+                assert torch.ops.tiles._bmm_tile(a, b) == "128x128", shape
+            torch.set_float32_matmul_precision("high")
+            assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32"), shape
+            swapped = float32_tile(a, b, "1x2") == "2x1"
+            tile = torch.ops.tiles._bmm_tile(a, b)
+            assert (tile == "128x64") if not swapped else ("64" not in tile), (shape, tile)
+            out = poisoned_on_path(a, b, "hopper")
+            assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1])
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # split-K sums in one order
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 def test_hopper_float32_split_k_tile(layouts):

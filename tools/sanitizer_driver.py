@@ -216,7 +216,8 @@ def hopper_streaming():
 # transposed in shared memory, with K and N tails; on 132 SMs under "high", (12, 1400, 40, 520) takes
 # 256-wide tiles with the roles swapped (rr) and 192-wide ones otherwise, (1, 256, 2100, 384) splits K four
 # ways (six tiles, a K tail in the last split), (1, 960, 3076, 1080) takes 256-wide tiles split three
-# ways and (1, 840, 2052, 832) 192-wide ones split three ways.
+# ways and (1, 840, 2052, 832) 192-wide ones split three ways; N = 64 and N = 40 (past N in the tile's
+# last 24 rows of Q) take TF32's 64-wide tiles wherever Q is b.
 def hopper_float32():
     SPLIT_WIDTHS = {(1, 960, 3076, 1080): "256", (1, 840, 2052, 832): "192"}  # TF32 split-K coverage on 132 SMs
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
@@ -224,7 +225,7 @@ def hopper_float32():
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
         for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384),
-                              (1, 960, 3076, 1080), (1, 840, 2052, 832)]:
+                              (1, 960, 3076, 1080), (1, 840, 2052, 832), (20, 300, 200, 64), (3, 520, 136, 40)]:
             width = SPLIT_WIDTHS.get((b, mm, k, n))
             if width and precision == "highest":
                 continue  # 3xTF32 tiles are 128-wide only, split by (1, 256, 2100, 384); racecheck is slow on these
@@ -244,7 +245,8 @@ def hopper_float32():
 
 # The Hopper float32 kernel with operands TMA cannot address (odd leading dims, an odd base), which its
 # producer warps copy with 4-byte cp.async: R copied, Q copied (K-major, and MN-major transposed as it is
-# copied), both; edge tiles and K tails, and a split K ((b, m, k, n) = (1, 256, 2100, 385) on 132 SMs:
+# copied), both; edge tiles and K tails, 64-wide TF32 tiles at N = 40, and a split K ((b, m, k, n) =
+# (1, 256, 2100, 385) on 132 SMs:
 # an odd N, so that the threads store its partials, which initcheck sees, and TMA's stores, which it
 # does not, only the other cases' outputs, pre-filled below).
 # On the Hopper kernel by name (bmm sends products this small to the mma or general kernels).
@@ -256,7 +258,7 @@ def hopper_float32_copied():
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
-        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (1, 256, 2100, 385)]:
+        for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (3, 200, 72, 40), (1, 256, 2100, 385)]:
             # (rr swaps the roles: R = w^T copied; a copied R takes an MN-major Q, or 3xTF32's Q, with it)
             for name, a, w in [("rr", odd(b, mm, k, False), odd(b, k, n, False)),
                                ("rc", odd(b, mm, k, False), odd(b, k, n, True)),

@@ -58,6 +58,9 @@ BlockCost block_cost(bool three_pass, int bq, bool transposing) {
     // A/B that merged 192-wide tiles timed these, and its own fit agrees on the k-block (0.565, transposing
     // 0.99) but cannot pin the transposing wave cost (NOTES.md, TF32 section).
     case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
+    // Untimed: the 16-bit kernel's 64-wide k-block in proportion to its 128-wide one. Only Q of at most
+    // 64 rows takes 64-wide tiles (plan), where the cost weighs splitting K, not the width.
+    case 64: return transposing ? BlockCost{0.47, 3.8} : BlockCost{0.28, 5.0};
     default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
   }
 }
@@ -113,10 +116,14 @@ Plan plan(const BmmProblem& p) {
   // ones fill more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
   // put 1024 x 4096 x 8192 on 256 tiles of 128 (two waves: 266 us modelled, 255 measured) where 128
   // tiles of 256 fill one (180 us modelled).
+  // Q of at most 64 rows (attention's p @ v at head size 64) takes 64-wide tiles: as many as 128-wide
+  // ones, with half the tensor-core work and Q's stage, where 128 rows multiplied TMA's zeros.
   Plan best{};
   double best_us = 0;
-  for (const int bq : {256, 192, 128}) {
+  const bool narrow_q = !three_pass && ro.q_rows <= 64;
+  for (const int bq : {256, 192, 128, 64}) {
     if (bq > 128 && (three_pass || ro.q_rows <= 128)) continue;
+    if ((bq == 64) != narrow_q) continue;
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
     const BlockCost cost = block_cost(three_pass, bq, transposing);
@@ -191,6 +198,7 @@ const char* tile(const BmmProblem& p) {
   switch (chosen.bq) {
     case 256: return swap ? "256x128" : "128x256";
     case 192: return swap ? "192x128" : "128x192";
+    case 64: return swap ? "64x128" : "128x64";
     default: return "128x128";
   }
 }
@@ -239,6 +247,7 @@ void bmm(const BmmProblem& p) {
     switch (bq) {
       case 256: launch_roles<1, 256>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
       case 192: launch_roles<1, 192>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
+      case 64: launch_roles<1, 64>(mr, mq, mc, lr, lq, swap, c, s, grid); break;
       default: launch_roles<1, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
     }
   }

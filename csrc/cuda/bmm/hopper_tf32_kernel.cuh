@@ -49,7 +49,8 @@ template <int BQ>
 __device__ __forceinline__ void wgmma_tf32(float* acc, const uint32_t* a, uint64_t desc_q, int scale_d) {
   if constexpr (BQ == 256) wgmma_m64n256k8_tf32_rs(acc, a, desc_q, scale_d);
   else if constexpr (BQ == 192) wgmma_m64n192k8_tf32_rs(acc, a, desc_q, scale_d);
-  else wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
+  else if constexpr (BQ == 128) wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
+  else wgmma_m64n64k8_tf32_rs(acc, a, desc_q, scale_d);
 }
 
 // The thread's A fragments for the 4 k-steps of a k-block: element j of step kk holds R at fragment

@@ -43,7 +43,8 @@ using Tf32ShapeOf = std::conditional_t<kCopies, Tf32CopyShape, Tf32Shape>;
 template <int kSplit, int BQ>
 struct Tf32Config {
   // wgmma_tf32 and the chunked epilogue know these widths only; 1xTF32 or 3xTF32 (big and small parts).
-  static_assert(BQ == 128 || BQ == 192 || BQ == 256, "TF32 Hopper bmm tiles are 128, 192 or 256 rows of Q wide");
+  static_assert(BQ == 64 || BQ == 128 || BQ == 192 || BQ == 256,
+                "TF32 Hopper bmm tiles are 64, 128, 192 or 256 rows of Q wide");
   static_assert(kSplit == 1 || kSplit == 3, "1xTF32 or 3xTF32");
   static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
   static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
@@ -51,9 +52,11 @@ struct Tf32Config {
   static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
   static constexpr int kTransposers = 3;                  // producer warps transposing an MN-major Q
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
-  static constexpr int kQBytes = BQ * BK * 4;            // 16, 24 or 32 KiB
+  static constexpr int kQBytes = BQ * BK * 4;            // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
-  static constexpr int kStages = 4;                      // up to 192 KiB of stages
+  // Up to 192 KiB of stages; at BQ = 64 (24 KiB stages; Q of at most 64 rows, as attention's p @ v
+  // at head size 64, which streams R) seven, as deep as fits beside the chunk buffers.
+  static constexpr int kStages = BQ == 64 ? 7 : 4;
   static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
   static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
   static constexpr size_t kSmemBytes =
