@@ -1343,11 +1343,13 @@ def test_hopper_float32_tile_width(layouts):
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
 
 
-# Q of at most 64 rows (attention's p @ v at head size 64) takes 64-wide TF32 tiles (bmm/hopper_tf32.cu
-# plan): Q is b in every layout but a K-major a times an N-major b, whose roles swap (Q is a, of 300-520
-# rows here). 20 x 300 x 64 walks 60 tiles of 64; N = 40 leaves the tile's last 24 rows of Q past N; K =
-# 8192 over two tiles splits. 3xTF32 keeps its 128-wide tiles.
-NARROW_Q_SHAPES = [(20, 300, 64, 200), (3, 520, 40, 136), (1, 256, 64, 8192)]
+# Q of at most 64 rows (attention's N = 64 products with a transposed operand) takes 64-wide TF32 tiles
+# (bmm/hopper_tf32.cu plan): Q is b in every layout but a K-major a times an N-major b, whose roles swap
+# (Q is a: of 300-520 rows in the first three shapes, 48 in the last, whose tile is then 64 x 128 and
+# whose N = 520 keeps wider tiles elsewhere). 20 x 300 x 64 walks 60 tiles of 64; N = 40 leaves the
+# tile's last 24 rows of Q past N; K = 8192 over two tiles is costed for a split. 3xTF32 keeps its
+# 128-wide tiles.
+NARROW_Q_SHAPES = [(20, 300, 64, 200), (3, 520, 40, 136), (1, 256, 64, 8192), (8, 48, 520, 200)]
 
 
 @requires_cuda
@@ -1364,8 +1366,12 @@ def test_hopper_float32_narrow_q(layouts):
             torch.set_float32_matmul_precision("high")
             assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32"), shape
             swapped = float32_tile(a, b, "1x2") == "2x1"
+            q_rows = shape[1] if swapped else shape[2]
             tile = torch.ops.tiles._bmm_tile(a, b)
-            assert (tile == "128x64") if not swapped else ("64" not in tile), (shape, tile)
+            if q_rows <= 64:
+                assert tile == float32_tile(a, b, "128x64"), (shape, tile)
+            else:
+                assert "64" not in tile, (shape, tile)
             out = poisoned_on_path(a, b, "hopper")
             assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1])
             assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # split-K sums in one order

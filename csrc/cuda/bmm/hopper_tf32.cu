@@ -116,8 +116,9 @@ Plan plan(const BmmProblem& p) {
   // ones fill more of the SMs. 3xTF32 needs its second set of accumulators, so 128 only. Weighing by waves alone
   // put 1024 x 4096 x 8192 on 256 tiles of 128 (two waves: 266 us modelled, 255 measured) where 128
   // tiles of 256 fill one (180 us modelled).
-  // Q of at most 64 rows (attention's p @ v at head size 64) takes 64-wide tiles: as many as 128-wide
-  // ones, with half the tensor-core work and Q's stage, where 128 rows multiplied TMA's zeros.
+  // Q of at most 64 rows (attention's N = 64 products where b is not row-major under a row-major a,
+  // which would swap the roles: p^T @ do, ds^T @ q at head size 64) takes 64-wide tiles: as many as
+  // 128-wide ones, with half the tensor-core work and Q's stage, where 128 rows multiplied TMA's zeros.
   Plan best{};
   double best_us = 0;
   const bool narrow_q = !three_pass && ro.q_rows <= 64;

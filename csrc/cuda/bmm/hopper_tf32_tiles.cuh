@@ -54,13 +54,14 @@ struct Tf32Config {
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
   static constexpr int kQBytes = BQ * BK * 4;            // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
-  // Up to 192 KiB of stages; at BQ = 64 (24 KiB stages; Q of at most 64 rows, as attention's p @ v
-  // at head size 64, which streams R) seven, as deep as fits beside the chunk buffers.
+  // Up to 192 KiB of stages; at BQ = 64 (24 KiB stages; Q of at most 64 rows, as in attention's N = 64
+  // products, which stream R) seven (eight would fit; not timed).
   static constexpr int kStages = BQ == 64 ? 7 : 4;
   static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
   static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 3 * kStages * sizeof(uint64_t) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 };
 
 // Where a consumer thread's fragment row `h` (0: row g, 1: row g + 8 of its warp's 16) sits in the
