@@ -220,6 +220,7 @@ def hopper_streaming():
 # last 24 rows of Q) take TF32's 64-wide tiles wherever Q is b.
 def hopper_float32():
     SPLIT_WIDTHS = {(1, 960, 3076, 1080): "256", (1, 840, 2052, 832): "192"}  # TF32 split-K coverage on 132 SMs
+    NARROW_Q = {(20, 300, 200, 64), (3, 520, 136, 40)}  # TF32 128 x 64 tiles wherever Q is b (all but rr)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
@@ -238,6 +239,8 @@ def hopper_float32():
                 covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
+                if precision == "high" and (b, mm, k, n) in NARROW_Q and name != "rr" and tile != "128x64":
+                    bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not 128x64 tiles")
                 check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)
