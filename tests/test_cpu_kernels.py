@@ -233,9 +233,10 @@ def test_reduce_bits_do_not_depend_on_threads(shape, dim, fn):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
 @pytest.mark.parametrize("fn", ["sum", "mean", "max", "min"])
 def test_reduce_rows_in_pairs_match_rows_alone(dtype, fn):
-    # Rows of 2048 to 4096 elements reduce two at a time in step (simd_body.h reduce_rows_typed): each
-    # row's bits must be those of the row reduced alone, with tails after the vector blocks, an odd row
-    # count (the last row alone), rows of a strided view, and NaNs in either row of a pair; shorter
+    # Rows of 2048 to 4096 elements reduce two at a time in step on the AVX2 build (simd_body.h
+    # reduce_rows_typed; on an AVX-512 machine test_every_instruction_set's avx2 run checks its pairs):
+    # each row's bits must be those of the row reduced alone, with tails after the vector blocks, an odd
+    # row count (the last row alone), rows of a strided view, and NaNs in either row of a pair; shorter
     # rows (one at a time) are held to the same.
     for n in (5, 37, 300, 2048, 3001, 4096):
         x = _vals((7, n), dtype)
@@ -447,7 +448,7 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         x = torch.tensor([2.0 ** 127] * 17 + [-2.0 ** 127] * 16 + [0.0] * 511, dtype=dtype)  # sum 2^127
         assert T.reduce(x.repeat(3, 1), [1], "sum").tolist() == [2.0 ** 127] * 3, dtype  # rows
         assert T.reduce(x[:, None].expand(-1, 70).contiguous(), [0], "sum").tolist() == [2.0 ** 127] * 70, dtype
-    long_rows = rand_values((5, 2500), "real").to(dtype)  # two rows at a time
+    long_rows = rand_values((5, 2500), "real").to(dtype)  # two rows at a time (the AVX2 build)
     long_rows[2, 2499] = float("nan")
     for fn in ("sum", "mean", "max", "min"):
         together = T.reduce(long_rows, [1], fn)

@@ -901,7 +901,7 @@ template <ReduceFn F, class S> constexpr bool kFloatLanes = kFloatSum<F, S> || s
 // acc[r], each row in the same order whatever kRows is (the lane order depends only on n). Two rows go
 // in step, their loads interleaved: two streams a row apart read 12-15% faster from memory than one
 // (AVX2 host, 2048 x 4096 float32 sums; NOTES.md, CPU kernels), and each row's arithmetic, so its
-// bits, are those of a row alone (reduce_rows_typed pairs the long rows). The loops over r are
+// bits, are those of a row alone (reduce_rows_typed pairs the long rows on the AVX2 build only). The loops over r are
 // unrolled so that each row's accumulators are registers: rolled, GCC kept max's in memory, a store a
 // vector.
 template <ReduceFn F, int kRows, class S, class A>
@@ -1109,10 +1109,13 @@ void reduce_rows_typed(const ReduceArgs& r, const StridedIndexer<1>& outer, int6
   const S* x = static_cast<const S*>(r.x);
   for_each_run(outer, begin, end, [&](int64_t o, auto off, int64_t count, auto step) {
     int64_t j = 0;
-    if constexpr (kFloatLanes<F, S>) {
-      // Rows of 2048 elements or more go two in step: the same bits as one at a time, read 4-14% faster
-      // (AVX2 host, float32 sums and max; NOTES.md, CPU kernels). Shorter rows stay one at a time:
-      // 1024-element rows read 2-7% slower in pairs and 64-element ones 10-20%.
+    if constexpr (kFloatLanes<F, S> && kBytes == 32) {
+      // On the AVX2 build, rows of 2048 elements or more go two in step: the same bits as one at a time,
+      // read 4-14% faster on the AVX2 host they were timed on (float32 sums and max; NOTES.md, CPU
+      // kernels). Shorter rows stay one at a time: 1024-element rows read 2-7% slower in pairs and
+      // 64-element ones 10-20%. On a Zen 4 host with AVX-512 (32 MiB of L3) pairs read 0.55-0.7x torch
+      // where one row at a time reads 0.93-1.1x (2048 x 4096 float32 sum and max, 2048 x 3000, either
+      // build), so the wider builds take rows one at a time.
       for (; n >= 2048 && j + 2 <= count; j += 2) {
         const S* rows[2] = {x + off[0] + j * step[0], x + off[0] + (j + 1) * step[0]};
         A acc[2] = {R::identity(), R::identity()};
