@@ -901,9 +901,9 @@ template <ReduceFn F, class S> constexpr bool kFloatLanes = kFloatSum<F, S> || s
 // acc[r], each row in the same order whatever kRows is (the lane order depends only on n). Two rows go
 // in step, their loads interleaved: two streams a row apart read 12-15% faster from memory than one
 // (AVX2 host, 2048 x 4096 float32 sums; NOTES.md, CPU kernels), and each row's arithmetic, so its
-// bits, are those of a row alone (reduce_rows_typed pairs the long rows on the AVX2 build only). The loops over r are
-// unrolled so that each row's accumulators are registers: rolled, GCC kept max's in memory, a store a
-// vector.
+// bits, are those of a row alone (reduce_rows_typed pairs the long rows on the AVX2 build only). The
+// loops over r are unrolled so that each row's accumulators are registers: rolled, GCC kept max's in
+// memory, a store a vector.
 template <ReduceFn F, int kRows, class S, class A>
 [[gnu::always_inline]] inline void reduce_float_lanes(const S* const* p, int64_t n, A* acc) {
   using R = Reducer<F, A>;
