@@ -44,8 +44,8 @@ def samples(rows, sms):
         tiles = batch * math.ceil(rows_ / tile_rows) * math.ceil(cols / tile_cols)
         waves, k_blocks = math.ceil(tiles / sms), math.ceil(k / K_BLOCK[prec])
         # the tile's width: its columns (128 x 96 is 96 wide), but TF32 names swapped tiles rows x
-        # columns, so there the wider side
-        width = max(tile_rows, tile_cols) if prec == "tf32" else tile_cols
+        # columns, so there the side that is not R's 128 rows (128 x 64 and 64 x 128 are 64 wide)
+        width = tile_rows + tile_cols - 128 if prec == "tf32" else tile_cols
         transposing = prec == "tf32" and layout == "TN"
         out[(prec, width, transposing)].append((waves * k_blocks, waves, row["tiles_ms"] * 1e3))
     return out

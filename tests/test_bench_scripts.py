@@ -283,9 +283,11 @@ def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
     # rows made by the model itself (us = waves x (k-blocks x c + o)) give back its constants; rows that
     # split, stream or recorded no tile are left out
     fit_costs = _load("fit_plan_costs")
-    # (precision, width, layout) -> (c, o, tile name); TF32 NN swaps the roles, so its tile is named 256 x 128
+    # (precision, width, layout) -> (c, o, tile name); TF32 NN swaps the roles, so its tiles are named
+    # 256 x 128 and 64 x 128 (TF32 tiles are 128 rows of R by the width, of Q: 64-wide ones are not 128)
     truth = {("bf16", 256, "NT"): (0.69, 2.7, "128x256"), ("bf16", 192, "NN"): (0.5, 4.7, "128x192"),
-             ("tf32", 256, "NN"): (0.68, 6.4, "256x128"), ("tf32", 256, "TN"): (1.22, 5.3, "128x256")}
+             ("tf32", 256, "NN"): (0.68, 6.4, "256x128"), ("tf32", 256, "TN"): (1.22, 5.3, "128x256"),
+             ("tf32", 64, "NN"): (0.3, 4.0, "64x128"), ("tf32", 64, "TN"): (0.45, 3.1, "128x64")}
     rows = []
     for (prec, width, layout), (c, o, tile) in truth.items():
         tile_rows, tile_cols = (int(x) for x in tile.split("x"))
@@ -301,7 +303,8 @@ def test_fit_plan_costs_recovers_the_model_from_rows(tmp_path, capsys):
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"cases": rows}))
     fits = fit_costs.main([str(path)])
-    assert set(fits) == {("bf16", 256, False), ("bf16", 192, False), ("tf32", 256, False), ("tf32", 256, True)}
+    assert set(fits) == {("bf16", 256, False), ("bf16", 192, False), ("tf32", 256, False), ("tf32", 256, True),
+                         ("tf32", 64, False), ("tf32", 64, True)}
     for (prec, width, transposing), (c, o, median, _) in fits.items():
         want = truth[(prec, width, "TN" if transposing else "NT" if (prec, width) == ("bf16", 256) else "NN")]
         assert c == pytest.approx(want[0], rel=1e-6)
