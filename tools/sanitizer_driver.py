@@ -217,16 +217,19 @@ def hopper_streaming():
 # 256-wide tiles with the roles swapped (rr) and 192-wide ones otherwise, (1, 256, 2100, 384) splits K four
 # ways (six tiles, a K tail in the last split), (1, 960, 3076, 1080) takes 256-wide tiles split three
 # ways and (1, 840, 2052, 832) 192-wide ones split three ways; N = 64 and N = 40 (past N in the tile's
-# last 24 rows of Q) take TF32's 64-wide tiles wherever Q is b.
+# last 24 rows of Q) take TF32's 64-wide tiles wherever Q is b; N = 100 takes 128-wide ones, which in cr
+# (an MN-major Q) the consumer warps transpose, with the tile's last 28 rows of Q past N.
 def hopper_float32():
     SPLIT_WIDTHS = {(1, 960, 3076, 1080): "256", (1, 840, 2052, 832): "192"}  # TF32 split-K coverage on 132 SMs
     NARROW_Q = {(20, 300, 200, 64), (3, 520, 136, 40)}  # TF32 128 x 64 tiles wherever Q is b (all but rr)
+    CONSUMERS_TRANSPOSE = (2, 200, 136, 100)  # cr: 128 x 128 tiles, transposed by the consumer warps
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
         for (b, mm, k, n) in [(2, 132, 72, 264), (1, 200, 44, 600), (12, 1400, 40, 520), (1, 256, 2100, 384),
-                              (1, 960, 3076, 1080), (1, 840, 2052, 832), (20, 300, 200, 64), (3, 520, 136, 40)]:
+                              (1, 960, 3076, 1080), (1, 840, 2052, 832), (20, 300, 200, 64), (3, 520, 136, 40),
+                              CONSUMERS_TRANSPOSE]:
             width = SPLIT_WIDTHS.get((b, mm, k, n))
             if width and precision == "highest":
                 continue  # 3xTF32 tiles are 128-wide only, split by (1, 256, 2100, 384); racecheck is slow on these
@@ -241,6 +244,9 @@ def hopper_float32():
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
                 if precision == "high" and (b, mm, k, n) in NARROW_Q and name != "rr" and tile != "128x64":
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not 128x64 tiles")
+                if precision == "high" and (b, mm, k, n) == CONSUMERS_TRANSPOSE and name.startswith("cr") \
+                        and tile != "128x128":
+                    bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not 128x128 tiles")
                 check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)

@@ -4,7 +4,7 @@
 //   a K-major, b K-major (b = y.mT):   R = a, Q = b
 //   a M-major (a = x.mT), b K-major:   R = a, Q = b
 //   a K-major, b N-major (row-major):  R = b^T, Q = a, output tiles transposed on the way out
-//   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the producer's warps
+//   a M-major, b N-major:              R = a, Q = b transposed in shared memory by the kernel's warps
 #include <algorithm>
 
 #include "binding/format.h"

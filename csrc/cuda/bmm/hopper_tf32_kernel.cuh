@@ -9,8 +9,9 @@
 // D = R * Q^T is a BP x BQ tile. With a row-major a and b (b N-major) the roles swap: R = b^T,
 // Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu).
 // An M-major a with an N-major b has no K-major operand: R = a, and Q = b is MN-major (kQMnMajor),
-// loaded by TMA in MN-major boxes that producer warps then transpose in place (transpose_q_stage).
-// For 3xTF32 the same warps also write the transposed tile's small part.
+// loaded by TMA in MN-major boxes transposed in place: by the consumer warps in 1xTF32's 128-wide tiles
+// (transpose_q_halves), by producer warps otherwise (transpose_q_stage, which for 3xTF32 also writes the
+// transposed tile's small part).
 //
 // An operand TMA cannot address (a stride or the base not 16-byte aligned: an odd K, M or N) is copied
 // by producer warps 1-3 instead, 4 bytes a lane with cp.async, into the layout TMA would have written
@@ -23,8 +24,8 @@
 // Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
 // warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third buffer, since wgmma can
-// only read Q's big part (it ignores a float's low 13 bits) from shared memory; for an MN-major Q its
-// warps 1-3 transpose Q's tiles (and write their small part).
+// only read Q's big part (it ignores a float's low 13 bits) from shared memory; for an MN-major Q (but
+// 1xTF32's 128-wide tiles) its warps 1-3 transpose Q's tiles (and write 3xTF32's small part).
 // Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
@@ -86,6 +87,12 @@ __device__ __forceinline__ void write_small_part(const uint8_t* q, uint8_t* smal
     reinterpret_cast<float4*>(small)[i] = small_part(reinterpret_cast<const float4*>(q)[i]);
 }
 
+// The 4 x 4 block t (row r: 4 q of k row r) transposed: row c holds the 4 k of q column c.
+__device__ __forceinline__ void transpose_4x4(const float4 (&t)[4], float4 (&rows)[4]) {
+  rows[0] = make_float4(t[0].x, t[1].x, t[2].x, t[3].x), rows[1] = make_float4(t[0].y, t[1].y, t[2].y, t[3].y);
+  rows[2] = make_float4(t[0].z, t[1].z, t[2].z, t[3].z), rows[3] = make_float4(t[0].w, t[1].w, t[2].w, t[3].w);
+}
+
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
 // transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
 // the same 4 KiB. TMA cannot transpose; copying with 4-byte cp.async (as copy_box_transposed does for
@@ -114,9 +121,8 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
 #pragma unroll
     for (int round = 0; round < 2; ++round) {
       const int qb = (kb + 4 * round + lane / 8) % 8;
-      const float4* t = v[round];
-      const float4 rows[4] = {make_float4(t[0].x, t[1].x, t[2].x, t[3].x), make_float4(t[0].y, t[1].y, t[2].y, t[3].y),
-                              make_float4(t[0].z, t[1].z, t[2].z, t[3].z), make_float4(t[0].w, t[1].w, t[2].w, t[3].w)};
+      float4 rows[4];
+      transpose_4x4(v[round], rows);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int row = 4 * qb + c, at = box * 4096 + row * 128 + ((kb ^ (row % 8)) * 16);
@@ -125,6 +131,36 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
       }
     }
     __syncwarp();  // the warp leaves each box together (the next box is other memory)
+  }
+}
+
+// The same in-place transposition for 1xTF32, shared by the 8 consumer warps (kConsumersTranspose): in
+// units of half a box, whose blocks lie on the four diagonals p = qb - kb of {0, 4, 1, 7} or {2, 6, 3, 5}.
+// Each set holds every block's transpose (diagonal p's blocks land on 8 - p's), so a warp's __syncwarp
+// still orders every read of the half before any write over it. Quarter warp p' takes the set's p'-th
+// diagonal, one block a lane: as conflict-free as above. `warp` counts from 0 among kWarps.
+template <int BQ, int kWarps>
+__device__ __forceinline__ void transpose_q_halves(uint8_t* q, int warp) {
+  const int lane = threadIdx.x % 32, kb = lane % 8, quarter = lane / 8;
+  for (int half = warp; half < BQ / 16; half += kWarps) {
+    uint8_t* base = q + (half / 2) * 4096;
+    const int p = ((half % 2 ? 0x5362 : 0x7140) >> (4 * quarter)) & 7;  // nibble p' of the set
+    const int qb = (kb + p) % 8;
+    float4 t[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int k = 4 * kb + r;
+      t[r] = *reinterpret_cast<const float4*>(base + k * 128 + ((qb ^ (k % 8)) * 16));
+    }
+    __syncwarp();  // every lane's reads of the half before any lane's writes over it
+    float4 rows[4];
+    transpose_4x4(t, rows);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int row = 4 * qb + c;
+      *reinterpret_cast<float4*>(base + row * 128 + ((kb ^ (row % 8)) * 16)) = rows[c];
+    }
+    __syncwarp();  // the warp leaves each half together (its next half may be the other of this box)
   }
 }
 
@@ -151,9 +187,19 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
   static_assert(!kQMnMajor || (!kRKMajor && !kSwap), "an MN-major Q pairs with an MN-major R");
   static_assert(Cfg::kSplitters / 32 == (kSplit == 3 ? Cfg::kTransposers : 0), "both are warps 1-3");
-  // The transposers hold two 4 x 4 blocks (208 bytes spilled at 40 registers); 128 x 32 more registers
-  // for the producer are 256 x 16 fewer for the consumers.
-  constexpr int kProducerRegisters = kQMnMajor ? 72 : 40, kConsumerRegisters = kQMnMajor ? 216 : 232;
+  // 1xTF32's 128-wide MN-major Q tiles are transposed by the 8 consumer warps, one half box each, between
+  // issuing one k-block's products and waiting for the previous ones (transpose_q_halves). With three
+  // producer warps transposing the 4 KiB boxes one after another, TN at 128 columns took 1.3-1.75x TT's
+  // time on the H200 (1.1-1.5x this way; attention's 96-384 x 1024-2048 x 128 3-15% faster). At 64 and 256
+  // columns the consumers' share cost more than it saved (up to 10% slower at 16384 x 4096 x 12288; NOTES,
+  // TF32 section), and 3xTF32 (which also writes the small part) and the copied variants (whose copiers
+  // transpose as they copy) keep the producer's transposition.
+  constexpr bool kConsumersTranspose = kQMnMajor && kSplit == 1 && !kCopies && BQ == 128;
+  // The producer's transposers hold two 4 x 4 blocks (208 bytes spilled at 40 registers); 128 x 32 more
+  // registers for the producer are 256 x 16 fewer for the consumers.
+  constexpr bool kProducerTransposes = kQMnMajor && !kConsumersTranspose;
+  constexpr int kProducerRegisters = kProducerTransposes ? 72 : 40;
+  constexpr int kConsumerRegisters = kProducerTransposes ? 216 : 232;
 
   extern __shared__ uint8_t smem_raw[];
   // Rounded up to 1024 bytes (the swizzle's period) by pointer arithmetic, not through an integer, so
@@ -173,7 +219,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       // With copied operands, `full` also waits for the copiers (one arrival per warp), so the consumers
       // wait as they do without them.
       mbarrier_init(&full[s], kCopies ? 1 + Cfg::kTransposers : 1);
-      mbarrier_init(&ready[s], Cfg::kTransposers);  // unused by TF32 with a K-major Q
+      // unused by TF32 with a K-major Q; the 8 consumer warps where they transpose
+      mbarrier_init(&ready[s], kConsumersTranspose ? 4 * Cfg::kConsumers : Cfg::kTransposers);
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
     mbarrier_init_fence();
@@ -235,8 +282,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
         return;
       }
     }
-    if (threadIdx.x >= 32) {  // splitters (3xTF32) or transposers (MN-major Q): one arrival per warp and stage
-      if constexpr (kQMnMajor || kSplit == 3) {
+    if (threadIdx.x >= 32) {  // 3xTF32's splitters and transposers (MN-major Q): one arrival per warp and stage
+      if constexpr (kProducerTransposes || kSplit == 3) {
         on_landed_stages<kStages>(full, total_tiles, k_blocks, [&](int s) {
           if constexpr (kQMnMajor)
             transpose_q_stage<BQ, Cfg::kTransposers, kSplit>(stage_q(s), stage_small(s), threadIdx.x / 32 - 1);
@@ -274,7 +321,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
           }
         }
         if (load_q) {
-          if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed by warps 1-3
+          if constexpr (kQMnMajor) {  // boxes of [32 k][32 q], transposed once landed
             for (int j = 0; j < BQ / 32; ++j) tma_load_3d(q_at + j * 32 * 128, &map_q, bar, q0 + 32 * j, k0, bq);
           } else {
             tma_load_3d(q_at, &map_q, bar, k0, q0, bq);
@@ -297,12 +344,19 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   float part[kSplit == 3 ? BQ / 2 : 1];
   uint32_t big[2][4][4], small[4][4];  // small: 3xTF32 only
 
-  // One k-block: wait for its stage, read the R fragments, issue its wgmmas. TF32 leaves them in
-  // flight (fragment set `f` stays untouched until the next block's wait); 3xTF32 waits for them
-  // and folds the block's sum into `acc`. Returns the stage to free once its products are done.
+  // One k-block: wait for its stage (an MN-major 1xTF32 Q: transpose this warp's share of it and wait
+  // for the others'), read the R fragments, issue its wgmmas. TF32 leaves them in flight (fragment set
+  // `f` stays untouched until the next block's wait); 3xTF32 waits for them and folds the block's sum
+  // into `acc`. Returns the stage to free once its products are done.
   auto k_block = [&](auto f_index) {
     constexpr int f = decltype(f_index)::value;
     mbarrier_wait(&full[ring.s], ring.phase);
+    if constexpr (kConsumersTranspose) {  // this warp's share; the previous block's products run meanwhile
+      transpose_q_halves<BQ, 4 * Cfg::kConsumers>(stage_q(ring.s), 4 * w + warp);
+      fence_async_shared();  // wgmma reads the tile through the async proxy
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&ready[ring.s]);
+    }
     if constexpr (kSplit == 3 || kQMnMajor) mbarrier_wait(&ready[ring.s], ring.phase);
     load_fragments<kSplit, kRKMajor>(stage_r(ring.s), row0, row1, lane % 4, big[f], small);
     const uint8_t* q = stage_q(ring.s);
