@@ -218,12 +218,15 @@ def hopper_streaming():
 # ways (six tiles, a K tail in the last split), (1, 960, 3076, 1080) takes 256-wide tiles split three
 # ways and (1, 840, 2052, 832) 192-wide ones split three ways; N = 64 and N = 40 (past N in the tile's
 # last 24 rows of Q) take TF32's 64-wide tiles wherever Q is b; N = 100 takes 128-wide ones, which in cr
-# (an MN-major Q) the consumer warps transpose, with the tile's last 28 rows of Q past N.
+# (an MN-major Q) the consumer warps transpose under "high" (the producer's warps under "highest"), with
+# the tile's last 28 rows of Q past N.
 def hopper_float32():
     SPLIT_WIDTHS = {(1, 960, 3076, 1080): "256", (1, 840, 2052, 832): "192"}  # TF32 split-K coverage on 132 SMs
     NARROW_Q = {(20, 300, 200, 64), (3, 520, 136, 40)}  # TF32 128 x 64 tiles wherever Q is b (all but rr)
     CONSUMERS_TRANSPOSE = (2, 200, 136, 100)  # cr: 128 x 128 tiles, transposed by the consumer warps
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
+    probe = rand(8, 8, dtype=torch.bfloat16)
+    on_hopper = dev == "cuda" and T._bmm_path(probe, probe) == "hopper-wgmma"  # an sm_90a build on an sm_90 GPU
     for precision in (("high", "highest") if dev == "cuda" else ()):
         old_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(precision)
@@ -242,11 +245,14 @@ def hopper_float32():
                 covered = width is not None and path == "hopper-wgmma tf32 split-k" and width in (tile or "")
                 if sms == 132 and precision == "high" and width and not covered:
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}")  # no longer the coverage named
-                if precision == "high" and (b, mm, k, n) in NARROW_Q and name != "rr" and tile != "128x64":
+                tile_checked = on_hopper and precision == "high"  # the widths exist on sm_90a builds only
+                if tile_checked and (b, mm, k, n) in NARROW_Q and name != "rr" and tile != "128x64":
                     bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not 128x64 tiles")
-                if precision == "high" and (b, mm, k, n) == CONSUMERS_TRANSPOSE and name.startswith("cr") \
-                        and tile != "128x128":
-                    bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not 128x128 tiles")
+                tma_fed = path.startswith("hopper-wgmma tf32") and "copied" not in path
+                consumers_transpose = tma_fed and tile == "128x128"
+                if tile_checked and (b, mm, k, n) == CONSUMERS_TRANSPOSE and name.startswith("cr") \
+                        and not consumers_transpose:
+                    bad.append(f"{b}x{mm}x{k}x{n} {name} took {path} {tile}, not TMA-loaded 128 x 128 TF32 tiles")
                 check(f"bmm float32 {precision} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w),
                       a.double() @ w.double(), (1e-2 if precision == "high" else 1e-4) * k ** 0.5)
         torch.set_float32_matmul_precision(old_precision)

@@ -25,7 +25,8 @@
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
 // warps 1-3 also write each stage's Q "small part" (q - tf32(q)) into a third buffer, since wgmma can
 // only read Q's big part (it ignores a float's low 13 bits) from shared memory; for an MN-major Q (but
-// 1xTF32's 128-wide tiles) its warps 1-3 transpose Q's tiles (and write 3xTF32's small part).
+// 1xTF32's 128-wide tiles that TMA loads) its warps 1-3 transpose Q's tiles (and write 3xTF32's small
+// part).
 // Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
@@ -160,7 +161,7 @@ __device__ __forceinline__ void transpose_q_halves(uint8_t* q, int warp) {
       const int row = 4 * qb + c;
       *reinterpret_cast<float4*>(base + row * 128 + ((kb ^ (row % 8)) * 16)) = rows[c];
     }
-    __syncwarp();  // the warp leaves each half together (its next half may be the other of this box)
+    __syncwarp();  // the warp leaves each half together (with fewer warps than halves, on to another box)
   }
 }
 
@@ -380,7 +381,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   };
 
   // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
-  // R reads of the stage precede (they feed those wgmmas). Where the copiers refill stages (cp.async:
+  // R reads of the stage precede (they feed those wgmmas), as do the consumers' transposition of Q (its
+  // arrivals on `ready`, which that thread waited for before issuing them). Where the copiers refill stages (cp.async:
   // other threads' ordinary writes, not TMA's), the warpgroup also meets at a named barrier first, so
   // that every thread's reads are ordered before the release by a barrier, not by wgmma's data flow.
   // (compute-sanitizer's racecheck reports these stages' cp.async writes against load_fragments' reads

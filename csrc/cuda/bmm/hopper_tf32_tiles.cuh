@@ -50,7 +50,8 @@ struct Tf32Config {
   static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
-  static constexpr int kTransposers = 3;  // producer warps copying, or transposing an MN-major Q (not 1xTF32 at 128)
+  static constexpr int kTransposers = 3;  // producer warps copying, or transposing a TMA-loaded MN-major Q
+                                          // (not 1xTF32's 128-wide tiles, which the consumers transpose)
   static constexpr int kRBytes = BP * BK * 4;            // 16 KiB
   static constexpr int kQBytes = BQ * BK * 4;            // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
