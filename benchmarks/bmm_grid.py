@@ -7,6 +7,9 @@
     python benchmarks/bmm_grid.py --report benchmarks/results/<gpu>.json --below-names slow.txt
                                                     # where each precision's gap lies; then re-time
     python benchmarks/bmm_grid.py --names slow.txt --rounds 3   # the one-round rows below 0.95x
+    python benchmarks/bmm_grid.py --routes benchmarks/results/<gpu>.json --prec tf32 --changed-names moved.txt
+                                                    # times nothing: the rows whose path or tile this build
+                                                    # changes (after a plan's change), to re-time with --names
 
 Run it as a script from the repository root, so `import torch_tiles` finds the installed build.
 
@@ -427,6 +430,56 @@ def report(path, precs, names_out=None):
     return one_round
 
 
+def operands_for_route(case, device):
+    """Uninitialized operands of the case's shape and layout: only their sizes and strides matter to the
+    route, and allocating them unfilled keeps the largest (a language-model head) quick."""
+    dtype = PRECISIONS[case.prec][0]
+    s = case.shape
+    lead = () if s.b is None else (s.b,)
+
+    def make(rows, cols, transposed):
+        if transposed:
+            return torch.empty(*lead, cols, rows, device=device, dtype=dtype).transpose(-1, -2)
+        return torch.empty(*lead, rows, cols, device=device, dtype=dtype)
+    return make(s.m, s.k, case.layout[0] == "T"), make(s.k, s.n, case.layout[1] == "T")
+
+
+def changed_routes(results_path, cases, device, names_out=None):
+    """The cases whose path or tile on this build (torch.ops.tiles._bmm_path / _bmm_tile under the case's
+    precision) differ from their rows in a results file; cases without a row there are left out. Prints
+    each, old -> new; with `names_out`, writes their names. Returns [(name, (old path, tile), (new path,
+    tile))]. A missing tile is read as none in both (rows of paths without tiles have no `tile`)."""
+    import json
+    with open(results_path) as f:
+        rows = {r["name"]: r for r in json.load(f)["cases"]}
+    changed = []
+    previous = torch.get_float32_matmul_precision()
+    try:
+        for case in cases:
+            row = rows.get(case.name)
+            if row is None or "path" not in row:
+                continue
+            a, b = operands_for_route(case, device)
+            torch.set_float32_matmul_precision(PRECISIONS[case.prec][1])
+            new = (T._bmm_path(a, b), T._bmm_tile(a, b) or None)
+            old = (row["path"], row.get("tile") or None)
+            if new != old:
+                changed.append((case.name, old, new))
+            del a, b
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    for name, old, new in changed:
+        speedup = rows[name].get("speedup")
+        print(f"{name[len('grid bmm '):]:<48} {old[0]} {old[1] or ''} -> {new[0]} {new[1] or ''}"
+              + (f"  (was {speedup:.3f}x)" if speedup is not None else ""))
+    print(f"{len(changed)} of {len(cases)} cases change path or tile against {results_path}")
+    if names_out:
+        with open(names_out, "w") as f:
+            f.write("".join(name + "\n" for name, _, _ in changed))
+        print(f"their names: {names_out}")
+    return changed
+
+
 def slowest(rows, count):
     ok = sorted((r for r in rows if "speedup" in r), key=lambda r: r["speedup"])[:count]
     lines = [f"{'slowest cases':<58} {'tiles ms':>9} {'torch ms':>9} {'speedup':>8} {'floor ms':>9}  path / source"]
@@ -464,6 +517,11 @@ def parse_args(argv):
                         help="run nothing: summarize a results file's grid rows, by kernel path and by shape source")
     parser.add_argument("--below-names", metavar="FILE", default=None,
                         help="with --report: write the names of the rows below 0.95x timed in one round")
+    parser.add_argument("--routes", metavar="RESULTS", default=None,
+                        help="time nothing: list the selected cases whose path or tile on this build differ "
+                             "from their rows in RESULTS")
+    parser.add_argument("--changed-names", metavar="FILE", default=None,
+                        help="with --routes: write those cases' names (for --names)")
     args = parser.parse_args(argv)
     args.precs = [p.strip() for p in args.prec.split(",") if p.strip()]
     unknown = [p for p in args.precs if p not in PRECISIONS]
@@ -495,6 +553,8 @@ def main(argv=None):
           flush=True)
     if args.list:
         return []
+    if args.routes:  # the names are the full-size cases' own, so on the CPU too (unfilled operands)
+        return changed_routes(args.routes, cases, args.device, args.changed_names)
 
     if args.device == "cuda":
         if not torch.cuda.is_available() or not torch_tiles.built_with_cuda():

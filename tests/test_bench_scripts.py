@@ -117,6 +117,34 @@ def test_grid_names_file_selects_those_cases(grid, capsys, tmp_path):
     assert re.search(r"^2 cases \(bf16 2, fp64 0\)", capsys.readouterr().out)
 
 
+def test_grid_routes_lists_the_cases_whose_path_or_tile_changed(grid, tmp_path, capsys, monkeypatch):
+    # a stand-in build whose routes depend on the case's precision, as the plans' do: float32 under "high"
+    # takes a "tf32" path on 128 x 128 tiles, the rest "cpu" with no tile
+    class Routes:
+        def _bmm_path(self, a, b):
+            high = a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "high"
+            return "stand-in tf32" if high else "cpu"
+
+        def _bmm_tile(self, a, b):
+            return "128x128" if a.dtype == torch.float32 else ""
+    monkeypatch.setattr(grid, "T", Routes())
+    cases = [c.name for c in grid.grid_cases(["bf16", "tf32"], False, "small batched") if c.layout == "NN"]
+    bf16_a, bf16_b, tf32_a, tf32_b = cases
+    rows = [{"name": bf16_a, "path": "cpu"},                      # unchanged: no tile either way
+            {"name": bf16_b, "path": "cpu", "tile": "64x64"},     # the tile changed
+            {"name": tf32_a, "path": "old tf32", "tile": "128x128"},  # the path changed
+            {"name": "grid bmm fp32 NN B=1 M=1 N=1 K=1", "path": "x"}]  # not selected; tf32_b has no row
+    (tmp_path / "results.json").write_text(json.dumps({"cases": rows}))
+    before = torch.get_float32_matmul_precision()
+    changed = grid.main(["--routes", str(tmp_path / "results.json"), "--changed-names", str(tmp_path / "moved.txt"),
+                         "--prec", "bf16,tf32", "--layouts", "NN", "-k", "small batched", "--device", "cpu"])
+    assert [name for name, _, _ in changed] == [bf16_b, tf32_a]
+    assert changed[1][1:] == (("old tf32", "128x128"), ("stand-in tf32", "128x128"))
+    assert (tmp_path / "moved.txt").read_text().split("\n") == [bf16_b, tf32_a, ""]
+    assert torch.get_float32_matmul_precision() == before
+    assert "2 of 4 cases change path or tile" in capsys.readouterr().out
+
+
 def test_grid_report_groups_rows_and_names_the_one_round_slow_ones(grid, tmp_path, capsys):
     def row(name, speedup, path, source, rounds=None, spread=None):
         r = {"name": name, "speedup": speedup, "path": path, "source": source,
