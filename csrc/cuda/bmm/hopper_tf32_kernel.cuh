@@ -97,12 +97,12 @@ __device__ __forceinline__ void transpose_4x4(const float4 (&t)[4], float4 (&row
 // An MN-major Q stage, as TMA wrote it ([32 k][32 q] boxes with the 128-byte swizzle, as an MN-major R),
 // transposed in place into the K-major [BQ q][32 k] tile wgmma reads: box j becomes rows 32 j .. 32 j + 31,
 // the same 4 KiB. TMA cannot transpose; copying with 4-byte cp.async (as copy_box_transposed does for
-// operands TMA cannot address) takes 8 times the instructions of TMA's boxes. Transposing warp `copier` (of
-// kCopiers) takes boxes copier, copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a box in registers, reads their 4 k
-// rows and writes their 4 q rows with 16-byte accesses. The blocks of lanes 8 p' .. 8 p' + 7 (a quarter
-// warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i + p (p = 4 round + p'), whose
-// swizzled chunks differ in every row read and written: no bank conflicts. 3xTF32 (kSplit = 3) also
-// writes the small part of the transposed tile to `small`.
+// operands TMA cannot address) takes 8 times the instructions of TMA's boxes. Transposing warp `copier`
+// (of kCopiers) takes boxes copier, copier + kCopiers, ...; a lane holds two 4 x 4 blocks (kb, qb) of a
+// box in registers, reads their 4 k rows and writes their 4 q rows with 16-byte accesses. The blocks of
+// lanes 8 p' .. 8 p' + 7 (a quarter warp, one shared-memory wavefront) lie on the diagonal kb = i, qb = i
+// + p (p = 4 round + p'), whose swizzled chunks differ in every row read and written: no bank conflicts.
+// 3xTF32 (kSplit = 3) also writes the small part of the transposed tile to `small`.
 template <int BQ, int kCopiers, int kSplit>
 __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, int copier) {
   const int lane = threadIdx.x % 32, kb = lane % 8;
@@ -381,10 +381,11 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   };
 
   // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
-  // R reads of the stage precede (they feed those wgmmas), as do the consumers' transposition of Q (its
-  // arrivals on `ready`, which that thread waited for before issuing them). Where the copiers refill stages (cp.async:
-  // other threads' ordinary writes, not TMA's), the warpgroup also meets at a named barrier first, so
-  // that every thread's reads are ordered before the release by a barrier, not by wgmma's data flow.
+  // R reads of the stage precede (they feed those wgmmas), as does the consumers' transposition of Q
+  // (through its arrivals on `ready`, which that thread waited for before issuing them). Where the copiers
+  // refill stages (cp.async: other threads' ordinary writes, not TMA's), the warpgroup also meets at a
+  // named barrier first, so that every thread's reads are ordered before the release by a barrier, not by
+  // wgmma's data flow.
   // (compute-sanitizer's racecheck reports these stages' cp.async writes against load_fragments' reads
   // with or without it, 168 and 176 hazards with all results right: it does not follow the mbarrier
   // hand-offs between warps, as tools/probes/racecheck_mbarrier.cu shows on a ring that is correct by
