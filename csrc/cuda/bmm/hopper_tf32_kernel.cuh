@@ -345,8 +345,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   float part[kSplit == 3 ? BQ / 2 : 1];
   uint32_t big[2][4][4], small[4][4];  // small: 3xTF32 only
 
-  // One k-block: wait for its stage (an MN-major 1xTF32 Q: transpose this warp's share of it and wait
-  // for the others'), read the R fragments, issue its wgmmas. TF32 leaves them in flight (fragment set
+  // One k-block: wait for its stage (a 128-wide MN-major 1xTF32 Q: transpose this warp's share of it and
+  // wait for the others'), read the R fragments, issue its wgmmas. TF32 leaves them in flight (fragment set
   // `f` stays untouched until the next block's wait); 3xTF32 waits for them and folds the block's sum
   // into `acc`. Returns the stage to free once its products are done.
   auto k_block = [&](auto f_index) {
