@@ -81,16 +81,17 @@ namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
 // 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
-// so are 96 (bmm picks it only for one-wave products, below), 112 (by name only) and 64 (N <= 64), though
-// a 64-wide k-block loads the same 16 KiB of a as a 128-wide one, which bounds it (384 x 2048 x 64 x 2048
-// streams a at ~0.55 us a k-block on an H200): 0.2 may decline splits that would win. All timed
-// before f4e9a22's leaner producer, which made one-wave k-blocks 5-15% faster on an H200 (NOTES.md,
-// "Pairs and the producer's k-block"): not re-fitted yet.
+// so are 96 (bmm picks it only for one-wave products, below) and 112 (by name only). 64 (N <= 64) is
+// fitted over the H200 grid's 31 rows a precision (fit_plan_costs.py: 0.48; the A/B of the splits it
+// changes in NOTES.md, "64-wide tiles for N <= 64"): a 64-wide k-block loads the same 16 KiB of a as a
+// 128-wide one, which bounds it. The others were timed before f4e9a22's leaner producer, which made
+// one-wave k-blocks 5-15% faster on an H200 (NOTES.md, "Pairs and the producer's k-block"): not re-fitted.
 double k_block_us(int bn) {
   switch (bn) {
     case 256: return 0.76;
     case 192: return 0.51;
     case 128: return 0.40;
+    case 64: return 0.48;
     default: return 0.40 * bn / 128;
   }
 }

@@ -58,9 +58,10 @@ BlockCost block_cost(bool three_pass, int bq, bool transposing) {
     // A/B that merged 192-wide tiles timed these, and its own fit agrees on the k-block (0.565, transposing
     // 0.99) but cannot pin the transposing wave cost (NOTES.md, TF32 section).
     case 192: return transposing ? BlockCost{0.95, 4.5} : BlockCost{0.55, 6.0};
-    // Untimed: the 16-bit kernel's 64-wide k-block in proportion to its 128-wide one. Only Q of at most
-    // 64 rows takes 64-wide tiles (plan), where the cost weighs splitting K, not the width.
-    case 64: return transposing ? BlockCost{0.47, 3.8} : BlockCost{0.28, 5.0};
+    // Fitted over the H200 grid's 64-wide rows (fit_plan_costs.py, 16 and 7 rows; A/B in NOTES.md, "64-wide
+    // tiles for N <= 64"). Only Q of at most 64 rows takes 64-wide tiles (plan), where the cost weighs
+    // splitting K, not the width.
+    case 64: return transposing ? BlockCost{0.55, 2.8} : BlockCost{0.52, 2.6};
     default: return transposing ? BlockCost{0.86, 3.8} : BlockCost{0.50, 5.0};
   }
 }
