@@ -193,12 +193,15 @@ def relative_error(out, ref):
 
 def run_case(case, device, paths=PATHS):
     """Times `case` on torch and on each of `paths`, prints one line, and returns the timings:
-    {"case", "route" (bmm's pick), "torch": (flushed, b2b), "paths": {path: (flushed, b2b, error)}}."""
+    {"case", "route" (bmm's pick), "tile" (its tile, "" where it names none), "torch": (flushed, b2b),
+    "paths": {path: (flushed, b2b, error)}}."""
     a, b = case.operands(device)
     ref = torch.matmul(a.double(), b.double())
     flushed, b2b = timed(lambda: torch.matmul(a, b), device)
-    row = {"case": case.name(), "route": T._bmm_path(a, b), "torch": (flushed, b2b), "paths": {}}
-    line = f"{case.name():<30} {row['route'][:42]:<42} torch {flushed:7.1f} / {b2b:7.1f} |"
+    row = {"case": case.name(), "route": T._bmm_path(a, b), "tile": T._bmm_tile(a, b), "torch": (flushed, b2b),
+           "paths": {}}
+    route = f"{row['route']} {row['tile']}".strip()
+    line = f"{case.name():<30} {route[:50]:<50} torch {flushed:7.1f} / {b2b:7.1f} |"
     paths = paths if device == "cuda" else ("bmm",)
     for path in paths:
         if path.startswith("mma-128") and case.dtype == torch.float64:  # the DMMA kernel has one tile

@@ -284,13 +284,18 @@ def test_bmm_paths_slow_grid_cases(bmm_paths, tmp_path):
     assert bmm_paths.GRID_PRECISIONS["tf32"][1] == "high" and "slow-grid-fp64" in bmm_paths.PRESETS
 
 
-def test_bmm_paths_dry_run(bmm_paths, capsys):
-    bmm_paths.main(["--device", "cpu", "--shape", "0,5,7,3,TN", "--shape", "2,4,6,8", "--dtype", "float64"])
+def test_bmm_paths_dry_run(bmm_paths, capsys, tmp_path):
+    out_file = tmp_path / "rows.jsonl"
+    bmm_paths.main(["--device", "cpu", "--shape", "0,5,7,3,TN", "--shape", "2,4,6,8", "--dtype", "float64",
+                    "--out", str(out_file)])
     out = capsys.readouterr().out.splitlines()
     lines, summary = out[1:3], out[3:]
     assert [line.split()[:3] for line in lines] == [["float64", "TN", "5x7x3"], ["float64", "NN", "2x4x6x8"]]
     assert summary[1].startswith("0 of 2 cases have a path")  # the CPU times bmm alone
     assert all(" bmm " in line and "e" in line.split(" bmm ")[1] for line in lines)
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert [(r["case"], r["route"], r["tile"]) for r in rows] == [("float64 TN 5x7x3", "cpu", ""),
+                                                                 ("float64 NN 2x4x6x8", "cpu", "")]
 
 
 def test_bmm_paths_misroutes(bmm_paths):
