@@ -258,12 +258,13 @@ class Timer:
         return statistics.median(times)
 
 
-def operand(batch, rows, cols, transposed, dtype, device):
-    """[batch, rows, cols] (batch None: [rows, cols]); transposed: the transpose of a contiguous tensor."""
+def operand(batch, rows, cols, transposed, dtype, device, fill=torch.randn):
+    """[batch, rows, cols] (batch None: [rows, cols]); transposed: the transpose of a contiguous tensor.
+    `fill` makes the tensor (torch.empty where only sizes and strides matter)."""
     lead = () if batch is None else (batch,)
     if transposed:
-        return torch.randn(*lead, cols, rows, device=device, dtype=dtype).transpose(-1, -2)
-    return torch.randn(*lead, rows, cols, device=device, dtype=dtype)
+        return fill(*lead, cols, rows, device=device, dtype=dtype).transpose(-1, -2)
+    return fill(*lead, rows, cols, device=device, dtype=dtype)
 
 
 def errors(out, ref):
@@ -433,15 +434,9 @@ def report(path, precs, names_out=None):
 def operands_for_route(case, device):
     """Uninitialized operands of the case's shape and layout: only their sizes and strides matter to the
     route, and allocating them unfilled keeps the largest (a language-model head) quick."""
-    dtype = PRECISIONS[case.prec][0]
-    s = case.shape
-    lead = () if s.b is None else (s.b,)
-
-    def make(rows, cols, transposed):
-        if transposed:
-            return torch.empty(*lead, cols, rows, device=device, dtype=dtype).transpose(-1, -2)
-        return torch.empty(*lead, rows, cols, device=device, dtype=dtype)
-    return make(s.m, s.k, case.layout[0] == "T"), make(s.k, s.n, case.layout[1] == "T")
+    dtype, s = PRECISIONS[case.prec][0], case.shape
+    return (operand(s.b, s.m, s.k, case.layout[0] == "T", dtype, device, fill=torch.empty),
+            operand(s.b, s.k, s.n, case.layout[1] == "T", dtype, device, fill=torch.empty))
 
 
 def changed_routes(results_path, cases, device, names_out=None):
