@@ -83,14 +83,16 @@ def b_is_k_major(b):
 
 def assert_tile(a, b, width):
     """The Hopper kernel's output tile for a and b: 128 x `width`, where `width` is the tile for an
-    N-major b; a K-major b narrows 128 to 96 on one wave (hopper_tile_width). Checked on 132 SMs (H100
-    SXM, H200), where the shapes of these tests were worked out against the tile-width rule; the rule
-    counts waves, so elsewhere a shape may change width."""
+    N-major b; a K-major b narrows 128 to 96 on one wave (hopper_tile_width); 192 x 192 where tall tiles
+    pay (hopper_tall_tiles). Checked on 132 SMs (H100 SXM, H200), where the shapes of these tests were
+    worked out against the tile-width rule; the rule counts waves, so elsewhere a shape may change width."""
     if sm_count() == 132:
         batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+        m, n = a.shape[-2], b.shape[-1]
         if width == 128 and b_is_k_major(b):
-            width = hopper_tile_width(batch, a.shape[-2], b.shape[-1], b_k_major=True, k=a.shape[-1])
-        assert torch.ops.tiles._bmm_tile(a, b) == f"128x{width}"
+            width = hopper_tile_width(batch, m, n, b_k_major=True, k=a.shape[-1])
+        tall = hopper_tall_tiles(batch, m, n, width) and not hopper_streams(a, b, width)
+        assert torch.ops.tiles._bmm_tile(a, b) == ("192x192" if tall else f"128x{width}")
 
 
 HOPPER_WIDTHS = (64, 96, 112, 128, 160, 192, 256)
@@ -118,6 +120,35 @@ def hopper_tile_width(batch, m, n, sms=132, b_k_major=False, k=0):
     return width
 
 
+# One k-block of a 128-row tile by width, and of a tall (192 x 192) one (bmm/hopper.cu k_block_us,
+# kTallKBlockUs), H100 microseconds.
+K_BLOCK_US = {256: 0.76, 192: 0.51, 128: 0.40, 64: 0.48}
+TALL_K_BLOCK_US = 0.765
+
+
+def hopper_tall_tiles(batch, m, n, width, sms=132):
+    """Whether the 16-bit Hopper kernel takes 192 x 192 tiles for a batch x m x n output over 128 x `width`
+    ones (bmm/hopper.cu tall_tiles_pay): where 128-row tiles take at most two waves over the SMs and tall
+    ones cost less by waves x k-block time; only over 192- and 256-wide tiles (nor, in `plan`, with the
+    threads' streaming stores)."""
+    if width < 192:
+        return False
+
+    def waves(rows, w):
+        return -(-(batch * -(-m // rows) * -(-n // w)) // sms)
+    now, tall = waves(128, width), waves(192, 192)
+    return now <= 2 and tall * TALL_K_BLOCK_US < now * K_BLOCK_US.get(width, 0.40 * width / 128)
+
+
+def hopper_streams(a, b, width):
+    """Whether the 16-bit Hopper kernel writes a @ b's output with the threads' streaming stores on
+    128 x `width` tiles (bmm/hopper.cu `plan`): K <= 128 over an output larger than L2 that TMA can
+    describe, where DRAM is slower than 4 TB/s (hopper_streams_short_k)."""
+    batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
+    tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
+    return tma_output and k <= 128 and batch * m * n * a.element_size() > l2_bytes() and hopper_streams_short_k()
+
+
 def expected_hopper_path(a, b):
     """The name bmm gives the 16-bit Hopper kernel's run of a @ b where it does not split K (bmm/hopper.cu
     `plan`): " streaming-store" for K <= 128 over an output larger than L2 where DRAM is slower than 4 TB/s
@@ -127,9 +158,11 @@ def expected_hopper_path(a, b):
     batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
     assert -(-k // 64) < 32, "split-K (two slices of 16 k-blocks at least) is outside this model"
     width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
-    tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
-    if tma_output and k <= 128 and batch * m * n * a.element_size() > l2_bytes() and hopper_streams_short_k():
+    if hopper_streams(a, b, width):
         return HOPPER + " streaming-store"
+    if hopper_tall_tiles(batch, m, n, width, sm_count()):
+        width = 192  # 192 x 192 tiles: TMA's stores from half-tile buffers
+    tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
     if tma_output and width == 256 and 64 < k <= 192:
         return HOPPER + " whole-tile-store"
     return HOPPER
@@ -342,10 +375,10 @@ def test_hopper_path_batch_broadcast(dtype):
 
 @requires_cuda
 def test_hopper_path_many_tiles_and_batches():
-    # more tiles than multiprocessors (210 of 192 wide on 132): blocks walk tiles of several batches
+    # more tiles than multiprocessors (360 of 192 wide on 132): blocks walk tiles of several batches
     hopper_expected()
-    a = make_tensor((7, 520, 264), torch.bfloat16, "cuda")
-    b = make_tensor((7, 264, 1032), torch.bfloat16, "cuda")
+    a = make_tensor((12, 520, 264), torch.bfloat16, "cuda")
+    b = make_tensor((12, 264, 1032), torch.bfloat16, "cuda")
     assert torch.ops.tiles._bmm_path(a, b) == HOPPER
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
@@ -399,16 +432,70 @@ K_MAJOR_WIDTH_CASES = [((1, 2048, 768, 1024), 96), ((1, 2048, 768, 768), 128), (
                        ((1, 8192, 768, 1024), 192), ((1, 768, 3072, 8192), 160)]
 
 
+# Tall tiles (192 x 192) on 132 SMs: 2048 x 2304 is 192 tiles of 128 x 192, two waves, and 132 tall ones,
+# one wave (cuBLAS's tile there), as 7 x 520 x 1032 is 210 tiles of 128 x 192 and 126 tall ones. 8192 x
+# 2304 stays (576 tiles of 128 x 256, five waves: past the two-wave bound), as do 12 x 520 x 1032 (360 of
+# 128 x 192, three waves), 2048 x 3072 (256 of 128 x 192 and 176 tall ones, two waves either way), 768 x
+# 3072 (120 of 128 x 160, one wave already), 60 x 384 x 128 (180 of 128 x 128, two waves, and 120 tall
+# ones: tall tiles replace only 192- and 256-wide ones) and 64-wide tiles.
+TALL_CASES = [((1, 2048, 2304), True), ((1, 8192, 2304), False), ((1, 2048, 3072), False),
+              ((1, 768, 3072), False), ((7, 520, 1032), True), ((12, 520, 1032), False), ((60, 384, 128), False),
+              ((96, 1024, 64), False)]
+
+
 def test_tile_width_tables_follow_the_rule():
     # the widths these tests expect on 132 SMs, against the Python copy of bmm/hopper.cu tile_width
     # (runs without a GPU: the tables and the comments above them are what the GPU tests assert)
     assert all(TILE_WIDTH.get(s, 128) == hopper_tile_width(*s[:3]) for s in SHAPES)
     assert all(hopper_tile_width(*shape) == width for shape, width in WIDTH_CASES)
     assert all(hopper_tile_width(*s[:3], b_k_major=True, k=s[3]) == width for s, width in K_MAJOR_WIDTH_CASES)
+    # none of the tables' shapes takes tall tiles, so their widths are the 128-row tiles'
+    assert not any(hopper_tall_tiles(*s[:3], TILE_WIDTH.get(s, 128)) for s in SHAPES)
+    assert not any(hopper_tall_tiles(*shape, width) for shape, width in WIDTH_CASES)
+    assert not any(hopper_tall_tiles(*s[:3], width) for s, width in K_MAJOR_WIDTH_CASES)
+    assert all(hopper_tall_tiles(*shape, hopper_tile_width(*shape)) == tall for shape, tall in TALL_CASES)
+
+
+# The planned tall tiles multiply correctly in every layout (2048 x 2304 x 768, one wave of 132 tiles on
+# 132 SMs; edge tiles in M: 2048 = 10 x 192 + 128).
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_tall_tiles_by_plan(dtype, layouts):
+    hopper_expected()
+    a, b = operands(layouts, 1, 2048, 2304, 768, dtype)
+    assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
+    assert_tile(a, b, hopper_tile_width(1, 2048, 2304))
+    assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# Tall tiles by name (bmm/hopper_kernel.cuh, three consumer warpgroups), in every layout: 3 x 520 x 1000
+# over K = 200 has edge tiles in M (520 = 2 x 192 + 136), N and K; 4 x 1000 x 1000 is 144 tiles, so blocks
+# walk two; N = 1002 stores directly; 1 x 256 x 1000 over K = 8192 splits K (float partials, summed in
+# order: the same bits every run); a broadcast a, and a broadcast b.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_tall_tiles_by_name(dtype, layouts):
+    hopper_expected()
+    path = "hopper-192x192"
+    for batch, m, n, k in [(3, 520, 1000, 200), (3, 520, 1002, 200), (4, 1000, 1000, 200), (1, 256, 1000, 8192)]:
+        a, b = operands(layouts, batch, m, n, k, dtype)
+        out = poisoned_on_path(a, b, path)
+        assert_bmm_close(out, a, b, msg=f"{path} {(batch, m, n, k)}")
+        if k > 1024:
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))
+    a, b = operands(layouts, 3, 520, 1000, 200, dtype)
+    assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
+    assert_bmm_close(poisoned_on_path(a, b[0], path), a, b[0], msg=path + " b broadcast")
+
+
+# The widths above, and the tall cases' (assert_tile expects 192 x 192 where hopper_tall_tiles says so).
+TILE_CASES = WIDTH_CASES + [(s, hopper_tile_width(*s)) for s, _ in TALL_CASES if s not in dict(WIDTH_CASES)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("batch_m_n, width", WIDTH_CASES,
+@pytest.mark.parametrize("batch_m_n, width", TILE_CASES,
                          ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_hopper_tile_widths(batch_m_n, width):
     hopper_expected()

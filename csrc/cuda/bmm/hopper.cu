@@ -21,6 +21,9 @@ void launch_whole_tile(const CUtensorMap& map_a, const CUtensorMap& map_b, const
 template <class T, int BN, bool kTransA, bool kTransB>
 void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                  const GemmShape& shape, int grid, Pair pair);
+template <class T, bool kTransA, bool kTransB>
+void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                 const GemmShape& shape, int grid);
 
 // The widths whose paired kernels are built (instances/bmm_hopper_*_pairs.cu).
 template <class T, int BN>
@@ -45,7 +48,14 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
 
 template <class T>
 void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
-                  const GemmShape& s, int grid, int bn, Pair pair) {
+                  const GemmShape& s, int grid, int bm, int bn, Pair pair) {
+  if (bm == 192) {
+    TORCH_INTERNAL_ASSERT(bn == 192 && pair == Pair::none && s.store != Store::tma_whole_tile,
+                          "hopper::bmm: tall tiles are built as 192 x 192 single blocks");
+    return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
+      launch_tall<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
+    });
+  }
   if (s.store == Store::tma_whole_tile) {
     TORCH_INTERNAL_ASSERT(bn == 256 && pair == Pair::none,
                           "hopper::bmm: whole-tile stores are built for 256-wide single blocks");
@@ -103,22 +113,27 @@ bool staged_width(int bn) { return bn % 64 == 0; }
 // extrapolated.
 constexpr double kStreamingStoreMaxDram = 4.0e12;
 
-// The widths launch_width instantiates, and the names _bmm_tile gives their tiles.
+// The tiles launch_width instantiates, and the names _bmm_tile gives them.
 struct TileName {
-  int width;
+  int rows, width;
   const char* name;
 };
-constexpr TileName kTiles[] = {{64, "128x64"},   {96, "128x96"},   {112, "128x112"}, {128, "128x128"},
-                               {160, "128x160"}, {192, "128x192"}, {256, "128x256"}};
-const TileName* tile_named(int width) {
+constexpr TileName kTiles[] = {{128, 64, "128x64"},   {128, 96, "128x96"},   {128, 112, "128x112"},
+                               {128, 128, "128x128"}, {128, 160, "128x160"}, {128, 192, "128x192"},
+                               {128, 256, "128x256"}, {192, 192, "192x192"}};
+const TileName* tile_named(int rows, int width) {
   for (const TileName& t : kTiles)
-    if (t.width == width) return &t;
+    if (t.rows == rows && t.width == width) return &t;
   return nullptr;
 }
 
+// One k-block of a tall (192 x 192) tile: untimed, 1.5 times a 128 x 192 one's, in proportion to the
+// tensor-core work.
+constexpr double kTallKBlockUs = 0.765;
+
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
-  int bn;
+  int bm, bn;
   int tiles_m, tiles_n;
   int64_t k_blocks;  // per split
   int splits;
@@ -157,14 +172,29 @@ int tile_width(const BmmProblem& p, int64_t sms) {
   return bn;
 }
 
+// Tall tiles (192 x 192) in place of 128 x 192 or 128 x 256 ones that take at most two waves, where tall
+// ones cost less by the waves they take and their k-blocks' time: 2048 x 2304 is 11 x 12 = 132 tall
+// tiles, one wave, where 128 x 192 takes 16 x 12 = 192, two (cuBLAS runs 192 x 192 tiles there:
+// NOTES.md, "cuBLAS's tiles on the training shapes"). Not in place of narrower tiles (N <= 128, or one
+// wave of 96 or 160 columns), where a tall tile's columns would be zeros or the margin is within the
+// untimed cost's error, nor where the threads' streaming stores would write the output (untimed together).
+bool tall_tiles_pay(const BmmProblem& p, int bn, int64_t sms) {
+  if (bn < 192) return false;
+  auto waves = [&](int64_t rows, int64_t width) {
+    return (p.batch * ((p.m + rows - 1) / rows) * ((p.n + width - 1) / width) + sms - 1) / sms;
+  };
+  const int64_t now = waves(128, bn), tall = waves(192, 192);
+  return now <= 2 && double(tall) * kTallKBlockUs < double(now) * k_block_us(bn);
+}
+
 // `pair`: paired blocks (bmm/pair.h), by name only, pending measurements. `forced_store`: TMA's stores,
 // TMA's of whole tiles (256-wide only) or the threads' streaming stores for every tile, without split-K
 // (by name only, to time them against each other).
+// `forced_rows`: 192 for tall tiles by name (with a forced width of 192).
 Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
-          std::optional<Store> forced_store = std::nullopt) {
-  const int tiles_m = int((p.m + 127) / 128);
+          std::optional<Store> forced_store = std::nullopt, int forced_rows = 0) {
   const int64_t sms = sm_count();
-  const int bn = forced_width ? forced_width : tile_width(p, sms);
+  int bn = forced_width ? forced_width : tile_width(p, sms);
   // Short K and an output larger than L2: the kernel is a write stream to DRAM. Where DRAM is the
   // bound (an H100's 3.35 TB/s), the threads' evict-first stores beat TMA's by keeping the operands in
   // L2; with an H200's 4.8 TB/s, TMA's stores, overlapped with the next tile's mainloop, took 0.83-0.94x
@@ -178,13 +208,25 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes() &&
            dram_bytes_per_s() < kStreamingStoreMaxDram)
     store = Store::streaming;
+  int bm = 128;
+  const bool planned_tall =
+      !forced_width && pair == Pair::none && store != Store::streaming && tall_tiles_pay(p, bn, sms);
+  if (forced_rows == 192 || planned_tall) {
+    TORCH_INTERNAL_ASSERT(bn == 192 || !forced_width, "hopper::plan: tall tiles are 192 x 192");
+    TORCH_INTERNAL_ASSERT(pair == Pair::none && forced_store != Store::tma_whole_tile,
+                          "hopper::plan: tall tiles run as single blocks with half-tile store buffers");
+    bm = 192, bn = 192;
+    if (store == Store::direct && out.ok) store = Store::tma;  // by name over a width of 96, 112 or 160
+  }
+  const int tiles_m = int((p.m + bm - 1) / bm);
   const int tiles_n = int((p.n + bn - 1) / bn);
   // Split-K where few tiles over a long K leave SMs idle. The partials are summed into the output as one
   // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must keep
   // TMA's int32 k coordinate in range.
   const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
   const bool can_split = !forced_store && p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
-  const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), k_block_us(bn)) : 1;
+  const double block_us = bm == 192 ? kTallKBlockUs : k_block_us(bn);
+  const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), block_us) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
   if (forced_store) {
@@ -212,7 +254,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int64_t walked = p.batch * (pair == Pair::share_b ? (tiles_m + 1) / 2 : tiles_m) *
                          (pair == Pair::share_a ? (tiles_n + 1) / 2 : tiles_n);
   const int grid = per * int(std::min<int64_t>(walked * splits, sms / per));
-  return {bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store, pair};
+  return {bm, bn, tiles_m, tiles_n, k_blocks, splits, grid, out, store, pair};
 }
 
 }  // namespace
@@ -226,13 +268,17 @@ const char* store_name(const BmmProblem& p) {
   }
 }
 
-const char* tile(const BmmProblem& p) { return tile_named(plan(p).bn)->name; }
+const char* tile(const BmmProblem& p) {
+  const Plan chosen = plan(p);
+  return tile_named(chosen.bm, chosen.bn)->name;
+}
 
-void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) {
-  TORCH_INTERNAL_ASSERT(width == 0 || tile_named(width), "hopper::bmm: no ", width, "-wide tiles");
+void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store, int rows) {
+  TORCH_INTERNAL_ASSERT(width == 0 || tile_named(rows ? rows : 128, width), "hopper::bmm: no ", rows ? rows : 128,
+                        " x ", width, " tiles");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
-  const Plan chosen = plan(p, width, pair, store);
-  const int bn = chosen.bn, grid = chosen.grid;
+  const Plan chosen = plan(p, width, pair, store, rows);
+  const int bm = chosen.bm, bn = chosen.bn, grid = chosen.grid;
   GemmShape s;
   s.batch = p.batch, s.m = p.m, s.n = p.n, s.k = p.k;
   s.a_broadcast = la.batch == 1, s.b_broadcast = lb.batch == 1;
@@ -245,18 +291,18 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store) 
       s.splits > 1 ? at::empty({s.splits * outputs}, p.out.options().dtype(at::kFloat)) : at::Tensor();
   s.partials = s.splits > 1 ? partials.data_ptr<float>() : nullptr;
 
-  // A M-major a is loaded in two 64-row boxes; B N-major in BN / 64 boxes, rounded up (bmm/hopper_kernel.cuh).
-  // A paired block loads half the rows of a K-major shared operand's box.
-  const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : 128);
+  // A M-major a is loaded in BM / 64 boxes of 64 rows; B N-major in BN / 64 boxes, rounded up
+  // (bmm/hopper_kernel.cuh). A paired block loads half the rows of a K-major shared operand's box.
+  const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : bm);
   const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (bulk_stores(s.store)) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;
   if (p.out.scalar_type() == at::kBFloat16) {
-    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bn, chosen.pair);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__nv_bfloat16*>(p.out.data_ptr()), s, grid, bm, bn, chosen.pair);
     if (s.splits > 1) sum_splits<at::BFloat16, float>(p.out.data_ptr<at::BFloat16>(), partials, outputs, s.splits);
   } else {
-    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bn, chosen.pair);
+    launch_width(ma, mb, mc, ta, tb, reinterpret_cast<__half*>(p.out.data_ptr()), s, grid, bm, bn, chosen.pair);
     if (s.splits > 1) sum_splits<at::Half, float>(p.out.data_ptr<at::Half>(), partials, outputs, s.splits);
   }
 }

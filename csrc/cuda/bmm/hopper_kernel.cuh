@@ -1,14 +1,15 @@
 // The Hopper (sm_90a) tensor-core bmm for bf16 and fp16: TMA loads into 128-byte-swizzled shared
-// memory, wgmma from two consumer warpgroups, a producer warpgroup that runs ahead by kStages k-blocks,
-// and a persistent grid walking output tiles in an L2-friendly order.
+// memory, wgmma from two consumer warpgroups (three in tall tiles), a producer warpgroup that runs ahead
+// by kStages k-blocks, and a persistent grid walking output tiles in an L2-friendly order.
 //
 // Block: 3 warpgroups. Warpgroup 0 is the producer (one thread issues every TMA copy); warpgroups 1
-// and 2 each own 64 rows of the 128 x BN output tile and accumulate them in registers in float.
+// and 2 each own 64 rows of the 128 x BN output tile and accumulate them in registers in float. Tall
+// tiles (192 x 192, TileConfig's kRows) have a third consumer warpgroup, 4 in all, for 64 rows more.
 // Each k-block is BK = 64 deep: exactly one 128-byte swizzle row of a K-major operand.
 //
 // Operand layouts, per stage in shared memory (each box is [rows][64 elements], 128-byte rows):
-//   A K-major (a[m][k] with unit k stride):     one box of 128 m-rows;
-//   A M-major (unit m stride, a = x.mT):         two boxes of 64 k-rows, for m 0..63 and 64..127;
+//   A K-major (a[m][k] with unit k stride):     one box of BM (128 or 192) m-rows;
+//   A M-major (unit m stride, a = x.mT):         BM / 64 boxes of 64 k-rows, for m 0..63, 64..127, ...;
 //   B K-major (unit k stride, b = y.mT):         one box of BN n-rows;
 //   B N-major (b[k][n] with unit n stride):      BN / 64 boxes of 64 k-rows, rounded up (a 96-wide
 //                                                tile loads two and its products read 1.5 of them).
@@ -23,7 +24,8 @@
 // The groups are staged during the next tile's first k-blocks, one per k-block, so the tensor cores do
 // not wait for the epilogue; a tile of no more k-blocks than groups is stored right after its
 // mainloop. Where K is two or three k-blocks, a 256-wide tile is staged whole in one group instead
-// (Store::tma_whole_tile: buffers for the whole tile, a stage fewer), stored right after its mainloop.
+// (Store::tma_whole_tile: buffers for the whole tile, a stage fewer), stored right after its mainloop;
+// so is every tall tile (192 x 192), from buffers for its whole tile.
 // Or, when the kernel is a write stream (or by name, bmm/store.h), the consumer's own threads copy the
 // buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8
 // != 0) neither can address it, and the consumers store straight from registers; so they do a split-K
@@ -57,7 +59,7 @@ struct GemmShape {
   Store store;                    // Store::tma, tma_whole_tile: the output is described by map_c
 };
 
-template <int BN, bool kWholeTile = false>
+template <int BN, bool kWholeTile = false, int kRows = 128>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
@@ -70,12 +72,15 @@ struct TileConfig {
   static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 64, 96, 112, 128, 160, 192 or 256 columns wide");
   static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
+  // Tall tiles, 192 x 192 (bmm/hopper.cu plan): the tile count cuBLAS fills one wave with on 2048 x 2304
+  // (11 x 12 = 132 tiles, where 128 x 192 takes 16 x 12 = 192, two waves).
+  static_assert(kRows == 128 || (kRows == 192 && BN == 192 && !kWholeTile), "tiles are 128 rows, or 192 x 192");
   static constexpr int kWidth = BN;
   static constexpr bool kStagedStores = BN % 64 == 0;
-  static constexpr int BM = 128, BK = 64;
-  static constexpr int kConsumers = 2;                 // warpgroups computing, 64 rows each
+  static constexpr int BM = kRows, BK = 64;
+  static constexpr int kConsumers = BM / 64;           // warpgroups computing, 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kABytes = BM * BK * 2;          // 16 KiB
+  static constexpr int kABytes = BM * BK * 2;          // 16 KiB, 24 for tall tiles
   // An N-major b arrives in whole 64-column boxes (BN = 96: two, the second half used), a K-major one
   // as BN rows; a stage has room for the boxes.
   static constexpr int kBBoxes = (BN + 63) / 64;
@@ -86,26 +91,37 @@ struct TileConfig {
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
-  // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers), which
-  // leaves room for a 5th stage; at BN = 64 the tile's one chunk. None where the tile is not staged.
+  // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers when held
+  // under the next mainloop), which leaves room for a 5th stage; at BN = 64 the tile's one chunk. None where the tile is not staged.
   // Store::tma_whole_tile (kWholeTile): a 256-wide tile's four chunks a consumer in one group, so that
   // a tile's stores never wait for its own earlier chunks to leave shared memory, at the price of a
-  // stage (short K: bmm/hopper.cu plan).
-  static constexpr int kCBuffers = kWholeTile ? BN / 64 : BN == 192 || BN == 64 ? 1 : 2;
+  // stage (short K: bmm/hopper.cu plan). Tall tiles' three chunks a consumer too, in one group: their
+  // stores are never held under the next mainloop (kHoldsStores), so chunk by chunk they would wait for
+  // each other at the end of every tile.
+  static constexpr int kCBuffers = kWholeTile || kRows == 192 ? BN / 64 : BN == 192 || BN == 64 ? 1 : 2;
   static constexpr int kStoreGroups = kStagedStores ? BN / 64 / kCBuffers : 0;
   static constexpr int kCBytes = kStagedStores ? kConsumers * kCBuffers * kChunkBytes : 0;
+  // Whether a tile's packed output may wait in registers for the next tile's first k-blocks (the
+  // kernel's `overlap`). Not with whole-tile buffers, nor in tall tiles, whose consumers have 152
+  // registers: 96 accumulators and 48 packed ones would spill.
+  static constexpr bool kHoldsStores = !kWholeTile && kRows == 128;
   // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6; 256 with whole-tile buffers: three
   // 48 KiB stages beside 64 KiB of buffers); 96 and 112 (32 KiB stages) at 6, as cuBLAS runs its 96 x
   // 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes"). 64 (24 KiB stages) as
   // deep as fits: its products (N <= 64, as attention's p @ v over a long K) stream a through few
   // tensor-core cycles a k-block, so the loads in flight set their pace.
-  static constexpr int kStages = kWholeTile ? 3 : BN == 256 ? 4 : BN == 64 ? 8 : BN < 128 ? 6 : 5;
+  // Tall tiles: three 48 KiB stages beside 72 KiB of buffers, as cuBLAS runs its 192 x 192 tiles.
+  static constexpr int kStages = kWholeTile || kRows == 192 ? 3 : BN == 256 ? 4 : BN == 64 ? 8 : BN < 128 ? 6 : 5;
   // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
   // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
   // kernel hangs in setmaxnreg.inc). Paired blocks' producers walk pairs and multicast, which spills at
-  // 40 registers; their consumers of at most 128 columns fit in 224.
+  // 40 registers; their consumers of at most 128 columns fit in 224. Tall tiles' 512 threads start with
+  // 128 registers each: a producer of 40 leaves (65536 - 128 x 40) / 384 = 157 to each consumer, 152 in
+  // setmaxnreg's steps of 8.
   static constexpr int producer_registers(bool paired) { return paired && BN <= 128 ? 56 : 40; }
-  static constexpr int consumer_registers(bool paired) { return paired && BN <= 128 ? 224 : 232; }
+  static constexpr int consumer_registers(bool paired) {
+    return kRows == 192 ? 152 : paired && BN <= 128 ? 224 : 232;
+  }
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + kCBytes + 2 * kStages * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -274,11 +290,11 @@ __device__ __forceinline__ void store_two(Out* p, float v0, float v1) {
 
 // Straight from registers, for outputs TMA cannot describe and for split-K partials: bounds-checked
 // stores of pairs (4 bytes of T, 8 of float) or single outputs.
-template <class Out, int BN>
+template <class Out, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, const GemmShape& shape,
                                                   const TileCoord& tc, int w) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-  const int64_t row0 = int64_t(tc.tm) * TileConfig<BN>::BM + w * 64 + warp * 16 + lane / 4;
+  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
   const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
   Out* c_batch = c + tc.batch * shape.m * shape.n;
   const bool pairs = shape.n % 2 == 0;  // then (row, even col) pairs are aligned to two outputs
@@ -322,12 +338,13 @@ __device__ __forceinline__ void load_operand(uint32_t at, const CUtensorMap* map
   }
 }
 
-template <class T, int BN, bool kTransA, bool kTransB, Pair kPair, bool kWholeTile = false>
-__global__ void __launch_bounds__(TileConfig<BN, kWholeTile>::kThreads, 1)
+template <class T, int BN, bool kTransA, bool kTransB, Pair kPair, bool kWholeTile = false, int kRows = 128>
+__global__ void __launch_bounds__(TileConfig<BN, kWholeTile, kRows>::kThreads, 1)
 hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, T* __restrict__ c, const GemmShape shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = TileConfig<BN, kWholeTile>;
+  static_assert(kRows == 128 || kPair == Pair::none, "tall tiles run as single blocks");
+  using Cfg = TileConfig<BN, kWholeTile, kRows>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
 
   extern __shared__ uint8_t smem_raw[];
@@ -397,7 +414,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
 
   // ---------------------------------------------------------------------------------- consumers
   registers_increase<Cfg::consumer_registers(kBlocks == 2)>();
-  const int w = warpgroup - 1;               // which 64-row half of the tile
+  const int w = warpgroup - 1;               // which 64 rows of the tile
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
   StageRing<kStages> ring;
@@ -408,14 +425,14 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   // rewritten. Otherwise the tile is stored right after its mainloop: there is no mainloop to hide it
   // under, and deferring it cost 256 x 128x128x64 (one k-block) 3% on the H100. So a tile of at most
   // kGroups k-blocks (K <= 64 at 64- and 128-wide tiles, 128 at 256-wide, 192 at 192-wide) is stored
-  // at once.
+  // at once, as is every tile with whole-tile buffers or tall (TileConfig::kHoldsStores).
   uint32_t packed[BN / 4];
   PendingTile pending{0, 0, 0, false};
   constexpr int kGroups = Cfg::kStoreGroups;
-  // Whole-tile buffers (short K) store every tile at once: held, its 64 packed registers a thread would
-  // live beside the accumulators through the next mainloop, which spills.
-  const bool overlap = !kWholeTile && k_blocks > kGroups;
-  uint8_t* buffers = c_stage + w * (Cfg::kCBytes / 2);
+  // Whole-tile buffers (short K) and tall tiles store every tile at once (TileConfig::kHoldsStores): held,
+  // the packed registers would live beside the accumulators through the next mainloop, which spills.
+  const bool overlap = Cfg::kHoldsStores && k_blocks > kGroups;
+  uint8_t* buffers = c_stage + w * (Cfg::kCBytes / Cfg::kConsumers);
   auto store_group = [&](int g) { store_group_tma<T, Cfg>(packed, buffers, &map_c, shape, pending, g, w); };
   auto release = [&](int stage) {  // by one thread of the warpgroup
     mbarrier_arrive(empty_at + 8 * stage);
@@ -448,7 +465,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
       previous = ring.s;
       ring.advance();
-      if constexpr (Cfg::kStagedStores)
+      if constexpr (Cfg::kStagedStores && Cfg::kHoldsStores)
         if (pending.held && kb < kGroups) store_group(int(kb));  // while this k-block's products are in flight
     }
     pending.held = false;  // all staged: k_blocks > kGroups whenever a tile is held
@@ -457,8 +474,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     if (previous >= 0 && threadIdx.x % 128 == 0) release(previous);
 
     if constexpr (!Cfg::kStagedStores) {  // bmm/hopper.cu never plans a staged store for these widths
-      if (shape.store == Store::partials) store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w);
-      else store_tile_direct<T, BN>(acc, c, shape, tc, w);
+      if (shape.store == Store::partials) store_tile_direct<float, BN, BM>(acc, shape.partials, shape, tc, w);
+      else store_tile_direct<T, BN, BM>(acc, c, shape, tc, w);
     } else {
       switch (shape.store) {
         case Store::tma:
@@ -476,12 +493,12 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
             __trap();  // never launched: bmm/hopper.cu runs the whole-tile kernel for its own store only
           }
           break;
-        case Store::direct: store_tile_direct<T, BN>(acc, c, shape, tc, w); break;
-        case Store::partials: store_tile_direct<float, BN>(acc, shape.partials, shape, tc, w); break;
+        case Store::direct: store_tile_direct<T, BN, BM>(acc, c, shape, tc, w); break;
+        case Store::partials: store_tile_direct<float, BN, BM>(acc, shape.partials, shape, tc, w); break;
       }
     }
   }
-  if constexpr (Cfg::kStagedStores)
+  if constexpr (Cfg::kStagedStores && Cfg::kHoldsStores)
     if (pending.held)
       for (int g = 0; g < kGroups; ++g) store_group(g);
   // Shared memory must outlive the last stores' reads of it, not their writes to global memory (the

@@ -1,7 +1,8 @@
 // Launches one instantiation of the Hopper bmm kernel. Included by the per-dtype .cu files, which
 // instantiate every (tile width, A major order, B major order) so the kernels compile in parallel;
 // the *_pairs.cu files instantiate the paired blocks (Pair::share_b and Pair::share_a) of some widths,
-// the *_whole_tile.cu ones the 256-wide blocks with whole-tile store buffers.
+// the *_whole_tile.cu ones the 256-wide blocks with whole-tile store buffers, the *_tall.cu ones the
+// 192 x 192 tiles.
 #pragma once
 
 #include "cuda/bmm/hopper_kernel.cuh"
@@ -10,11 +11,11 @@
 namespace tiles::cuda::hopper {
 
 // Single blocks of the kernel, `grid` of them.
-template <class T, int BN, bool kTransA, bool kTransB, bool kWholeTile>
+template <class T, int BN, bool kTransA, bool kTransB, bool kWholeTile, int kRows = 128>
 void launch_blocks(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                    const GemmShape& shape, int grid) {
-  using Cfg = TileConfig<BN, kWholeTile>;
-  constexpr auto kernel = &hopper_bmm_kernel<T, BN, kTransA, kTransB, Pair::none, kWholeTile>;
+  using Cfg = TileConfig<BN, kWholeTile, kRows>;
+  constexpr auto kernel = &hopper_bmm_kernel<T, BN, kTransA, kTransB, Pair::none, kWholeTile, kRows>;
   allow_dynamic_smem<kernel>(int(Cfg::kSmemBytes));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, current_stream()>>>(map_a, map_b, map_c, c, shape);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -31,6 +32,13 @@ template <class T, bool kTransA, bool kTransB>
 void launch_whole_tile(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                        const GemmShape& shape, int grid) {
   launch_blocks<T, 256, kTransA, kTransB, true>(map_a, map_b, map_c, c, shape, grid);
+}
+
+// 192 x 192 tiles (TileConfig's kRows).
+template <class T, bool kTransA, bool kTransB>
+void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                 const GemmShape& shape, int grid) {
+  launch_blocks<T, 192, kTransA, kTransB, false, 192>(map_a, map_b, map_c, c, shape, grid);
 }
 
 // Clusters of two blocks of kKernel that fit on the device at once, asked once per kernel and device.
@@ -83,6 +91,14 @@ void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUten
   TILES_HOPPER_LAUNCH_WHOLE_TILE(T, false, true)  \
   TILES_HOPPER_LAUNCH_WHOLE_TILE(T, true, false)  \
   TILES_HOPPER_LAUNCH_WHOLE_TILE(T, true, true)
+
+#define TILES_HOPPER_LAUNCH_TALL(T, TA, TB) \
+  template void launch_tall<T, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, const GemmShape&, int);
+#define TILES_HOPPER_INSTANTIATE_TALL(T)      \
+  TILES_HOPPER_LAUNCH_TALL(T, false, false) \
+  TILES_HOPPER_LAUNCH_TALL(T, false, true)  \
+  TILES_HOPPER_LAUNCH_TALL(T, true, false)  \
+  TILES_HOPPER_LAUNCH_TALL(T, true, true)
 
 #define TILES_HOPPER_LAUNCH_PAIR(T, BN, TA, TB)                                                                  \
   template void launch_pair<T, BN, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, \

@@ -74,8 +74,11 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // (bmm/pair.h; "hopper-<width> pair-b" / "pair-a"), built for bf16 at 96, 128 and 192 columns.
 // `store`: the plan's (bmm/store.h), or Store::tma / Store::streaming forced for every tile, unsplit
 // ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
-// describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store").
-void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt);
+// describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store"). `rows`: 192 with a width of
+// 192 forces tall tiles, 192 x 192 ("hopper-192x192"); 0 is the plan's rows (128, or 192 where tall tiles
+// take fewer waves).
+void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt,
+         int rows = 0);
 // How the kernel writes p's output when not through TMA's stores from half-tile buffers held under the
 // next tile (then nullptr): "streaming-store" (the threads' evict-first stores: short K, an output larger
 // than L2), "whole-tile-store" (TMA's from buffers for the whole tile: two or three k-blocks over 256-wide
