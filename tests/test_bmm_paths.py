@@ -140,6 +140,39 @@ def hopper_tall_tiles(batch, m, n, width, sms=132):
     return now <= 2 and tall * TALL_K_BLOCK_US < now * K_BLOCK_US.get(width, 0.40 * width / 128)
 
 
+# split_k.cuh cheapest_k_split: slices of at least MIN_SPLIT_K_BLOCKS k-blocks, at most MAX_COSTED_SPLITS
+# of them, no more than MAX_SPLIT_PARTIALS partial outputs; the partials' round trip at DRAM_BYTES_PER_US
+# plus SUM_SPLITS_US for the summing launch.
+MIN_SPLIT_K_BLOCKS, MAX_COSTED_SPLITS, MAX_SPLIT_PARTIALS = 8, 8, 2 ** 24
+DRAM_BYTES_PER_US, SUM_SPLITS_US = 2.5e6, 4
+
+
+def cheapest_k_split(tiles, k_blocks, outputs, sms, k_block_us, wave_us=0.0):
+    """bmm/split_k.cuh cheapest_k_split: the Hopper kernels' split count (slices used) for `tiles` output
+    tiles over `k_blocks`, the cheapest by waves x k-blocks a slice x `k_block_us` (+ `wave_us` a wave)
+    plus the partials' round trip."""
+    best_splits, best_us = 1, 0.0
+    for splits in range(1, MAX_COSTED_SPLITS + 1):
+        if splits > 1 and (k_blocks < splits * MIN_SPLIT_K_BLOCKS or splits * outputs > MAX_SPLIT_PARTIALS):
+            break
+        per = -(-k_blocks // splits)
+        used = -(-k_blocks // per)
+        waves = -(-(tiles * used) // sms)
+        us = waves * per * k_block_us + waves * wave_us
+        if used > 1:
+            us += used * outputs * 8 / DRAM_BYTES_PER_US + SUM_SPLITS_US
+        if splits == 1 or us < best_us:
+            best_splits, best_us = used, us
+    return best_splits
+
+
+def hopper_splits_k(batch, m, n, k, rows, width, sms=132):
+    """Whether the 16-bit Hopper kernel splits K over rows x `width` tiles (bmm/hopper.cu `plan`)."""
+    tiles = batch * -(-m // rows) * -(-n // width)
+    k_block_us = TALL_K_BLOCK_US if rows == 192 else K_BLOCK_US.get(width, 0.40 * width / 128)
+    return cheapest_k_split(tiles, -(-k // 64), batch * m * n, sms, k_block_us) > 1
+
+
 def hopper_streams(a, b, width):
     """Whether the 16-bit Hopper kernel writes a @ b's output with the threads' streaming stores on
     128 x `width` tiles (bmm/hopper.cu `plan`): K <= 128 over an output larger than L2 that TMA can
@@ -150,18 +183,23 @@ def hopper_streams(a, b, width):
 
 
 def expected_hopper_path(a, b):
-    """The name bmm gives the 16-bit Hopper kernel's run of a @ b where it does not split K (bmm/hopper.cu
-    `plan`): " streaming-store" for K <= 128 over an output larger than L2 where DRAM is slower than 4 TB/s
-    (hopper_streams_short_k); else " whole-tile-store" for two or three k-blocks (K = 65-192) on 256-wide
-    tiles of an output TMA can describe (rows of 16-byte multiples); else TMA's stores from half-tile
-    buffers, the bare name. Either store needs a width of 64-column multiples (96 and 160 store directly)."""
+    """The name bmm gives the 16-bit Hopper kernel's run of a @ b (bmm/hopper.cu `plan`): " split-k" where
+    the split count's model splits K (cheapest_k_split); else " streaming-store" for K <= 128 over an
+    output larger than L2 where DRAM is slower than 4 TB/s (hopper_streams_short_k); else
+    " whole-tile-store" for two or three k-blocks (K = 65-192) on 256-wide tiles of an output TMA can
+    describe (rows of 16-byte multiples); else TMA's stores from half-tile buffers, the bare name. Either
+    store needs a width of 64-column multiples (96 and 160 store directly)."""
     batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
-    assert -(-k // 64) < 32, "split-K (two slices of 16 k-blocks at least) is outside this model"
-    width = hopper_tile_width(batch, m, n, sm_count(), b_k_major=b_is_k_major(b), k=k)
-    if hopper_streams(a, b, width):
-        return HOPPER + " streaming-store"
-    if hopper_tall_tiles(batch, m, n, width, sm_count()):
+    sms = sm_count()
+    width = hopper_tile_width(batch, m, n, sms, b_k_major=b_is_k_major(b), k=k)
+    streams = hopper_streams(a, b, width)
+    rows = 192 if not streams and hopper_tall_tiles(batch, m, n, width, sms) else 128
+    if rows == 192:
         width = 192  # 192 x 192 tiles: TMA's stores from half-tile buffers
+    if hopper_splits_k(batch, m, n, k, rows, width, sms):
+        return HOPPER + " split-k"
+    if streams:
+        return HOPPER + " streaming-store"
     tma_output = n * a.element_size() % 16 == 0 and width % 64 == 0
     if tma_output and width == 256 and 64 < k <= 192:
         return HOPPER + " whole-tile-store"
@@ -699,8 +737,8 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
 
 # Few output tiles over a long K: the 16-bit kernel splits K (bmm/hopper.cu `plan`, costed per split
 # count) and each slice's float partials are summed in slice order. One tile over K = 8192 (two 96-wide
-# ones where b is K-major) takes 8 slices on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 4 (edge tiles in M and N, an
-# odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 two.
+# ones where b is K-major) takes 8 slices on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 8 (edge tiles in M and N, an
+# odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 five.
 HALF_SPLIT_K_SHAPES = [(1, 128, 128, 8192), (2, 200, 131, 4100), (1, 300, 264, 3000)]
 
 
@@ -1360,8 +1398,8 @@ def test_hopper_float32_path(float32_precision, shape, layouts):
     hopper_float32_expected()
     name, tol = float32_precision
     a, b = tf32_operands(layouts, shape)
-    # K of 32 k-blocks or more may split (two slices of at least 16; bmm/split_k.cuh)
-    paths = [f"hopper-wgmma {name}"] + ([f"hopper-wgmma {name} split-k"] if shape[3] > 31 * 32 else [])
+    # K of 16 k-blocks or more may split (two slices of at least 8; bmm/split_k.cuh)
+    paths = [f"hopper-wgmma {name}"] + ([f"hopper-wgmma {name} split-k"] if shape[3] > 15 * 32 else [])
     assert torch.ops.tiles._bmm_path(a, b) in [float32_path(a, b, p) for p in paths]
     assert_bmm_close(poisoned_bmm(a, b), a, b, tol)
     assert_bmm_close(poisoned_on_path(a, b, "hopper"), a, b, tol)

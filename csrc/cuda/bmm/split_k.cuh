@@ -33,7 +33,10 @@ struct KSplit {
 };
 inline KSplit cheapest_k_split(int64_t tiles, int64_t k_blocks, int64_t outputs, int sms, double k_block_us,
                                double wave_us = 0, int max_splits = kMaxCostedSplits) {
-  constexpr int64_t kMinBlocks = 16, kMaxPartials = int64_t(1) << 24;
+  // Slices of at least 8 k-blocks: narrow products over a moderate K (1 x 4096 x 64 x 2048: 32 tiles of
+  // 32 k-blocks) want more blocks than two slices of 16 give (NOTES.md, "cuBLAS's tiles on the training
+  // shapes": cuBLAS runs 88 blocks there). Of the grid's rows only tf32 NT 2 x 633 x 10 x 944 changes count.
+  constexpr int64_t kMinBlocks = 8, kMaxPartials = int64_t(1) << 24;
   constexpr double kBytesPerUs = 2.5e6, kSumUs = 4;  // DRAM rate; the sum kernel's launch and tail
   KSplit best{1, 0};
   for (int splits = 1; splits <= max_splits; ++splits) {
