@@ -15,18 +15,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 
 
-def git_commit():
-    """The checked-out commit: $TILES_COMMIT, else git, else read from .git directly."""
+def git_commit(root=os.path.join(HERE, "..")):
+    """The checked-out commit: $TILES_COMMIT, else git's (with "+dirty" when tracked files differ from it:
+    an A/B's patch applied, or a copy of the tree whose .git is older than its files, as the device
+    machine's copy has been), else read from .git directly."""
     if os.environ.get("TILES_COMMIT"):
         return os.environ["TILES_COMMIT"]
+    git = ["git", "-c", "safe.directory=*"]
     try:
-        out = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                             capture_output=True, text=True)
+        out = subprocess.run(git + ["rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
         if out.returncode == 0:
-            return out.stdout.strip()
+            status = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True)
+            dirty = status.returncode == 0 and status.stdout.strip() != ""
+            return out.stdout.strip() + ("+dirty" if dirty else "")
     except OSError:
         pass
-    git_dir = os.path.join(HERE, "..", ".git")
+    git_dir = os.path.join(root, ".git")
     try:
         head = open(os.path.join(git_dir, "HEAD")).read().strip()
         if head.startswith("ref: "):

@@ -374,3 +374,23 @@ def test_cpu_bench_cases_and_rows(cpu_bench):
             # most, a few percent of a 64 x 256 floor) and pct_of_floor to 1
             rounding = 100 * 5e-5 / row["tiles_ms"] + 0.05
             assert row["pct_of_floor"] == pytest.approx(100 * row["floor_ms"] / row["tiles_ms"], rel=1e-2, abs=rounding)
+
+
+def test_results_rows_name_the_commit_and_a_tree_that_differs_from_it(tmp_path, monkeypatch):
+    # results_file.git_commit: the short hash of a clean tree, "+dirty" once a tracked file differs from
+    # it (an A/B's patch applied, or a tree copied over an older .git), and $TILES_COMMIT over both
+    results_file = _load("results_file")
+    monkeypatch.delenv("TILES_COMMIT", raising=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(git + ["init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "kernel.cu").write_text("one\n")
+    subprocess.run(git + ["add", "kernel.cu"], cwd=tmp_path, check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (tmp_path / "notes.txt").write_text("untracked files do not count\n")
+    assert results_file.git_commit(str(tmp_path)) == head
+    (tmp_path / "kernel.cu").write_text("two\n")
+    assert results_file.git_commit(str(tmp_path)) == head + "+dirty"
+    monkeypatch.setenv("TILES_COMMIT", "abc1234")
+    assert results_file.git_commit(str(tmp_path)) == "abc1234"
