@@ -158,11 +158,18 @@ struct Plan {
 // producer's k-block"; "Tile widths on one wave"). 112 stays by name only. N <= 64 (attention's p @ v
 // and its input gradient at head size 64) takes 64-wide tiles: as many as 128-wide ones, with half the
 // tensor-core work and b's stage a k-block, where 128 columns multiplied zeros past N.
+// Output tiles of rows x width for p, and the waves of them over the SMs (tile_width, tall_tiles_pay).
+int64_t tile_count(const BmmProblem& p, int64_t rows, int64_t width) {
+  return p.batch * ((p.m + rows - 1) / rows) * ((p.n + width - 1) / width);
+}
+int64_t tile_waves(const BmmProblem& p, int64_t rows, int64_t width, int64_t sms) {
+  return (tile_count(p, rows, width) + sms - 1) / sms;
+}
+
 int tile_width(const BmmProblem& p, int64_t sms) {
   if (p.n <= 64) return 64;
-  const int64_t tiles_m = (p.m + 127) / 128;
-  auto tiles = [&](int64_t width) { return p.batch * tiles_m * ((p.n + width - 1) / width); };
-  auto waves = [&](int64_t width) { return (tiles(width) + sms - 1) / sms; };
+  auto tiles = [&](int64_t width) { return tile_count(p, 128, width); };
+  auto waves = [&](int64_t width) { return tile_waves(p, 128, width, sms); };
   int bn = 256;
   for (const int width : {192, 160, 128})
     if (waves(width) <= waves(256) && (staged_width(width) || waves(256) == 1)) bn = width;
@@ -180,10 +187,7 @@ int tile_width(const BmmProblem& p, int64_t sms) {
 // untimed cost's error, nor where the threads' streaming stores would write the output (untimed together).
 bool tall_tiles_pay(const BmmProblem& p, int bn, int64_t sms) {
   if (bn < 192) return false;
-  auto waves = [&](int64_t rows, int64_t width) {
-    return (p.batch * ((p.m + rows - 1) / rows) * ((p.n + width - 1) / width) + sms - 1) / sms;
-  };
-  const int64_t now = waves(128, bn), tall = waves(192, 192);
+  const int64_t now = tile_waves(p, 128, bn, sms), tall = tile_waves(p, 192, 192, sms);
   return now <= 2 && double(tall) * kTallKBlockUs < double(now) * k_block_us(bn);
 }
 
@@ -215,8 +219,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
     TORCH_INTERNAL_ASSERT(bn == 192 || !forced_width, "hopper::plan: tall tiles are 192 x 192");
     TORCH_INTERNAL_ASSERT(pair == Pair::none && forced_store != Store::tma_whole_tile,
                           "hopper::plan: tall tiles run as single blocks with half-tile store buffers");
-    bm = 192, bn = 192;
-    if (store == Store::direct && out.ok) store = Store::tma;  // by name over a width of 96, 112 or 160
+    bm = 192, bn = 192;  // staged like the 192- and 256-wide tiles it replaces (direct only where !out.ok)
   }
   const int tiles_m = int((p.m + bm - 1) / bm);
   const int tiles_n = int((p.n + bn - 1) / bn);

@@ -92,7 +92,8 @@ struct TileConfig {
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
   // chunk); at BN = 192 one chunk a group (three made ptxas spill the consumers' registers when held
-  // under the next mainloop), which leaves room for a 5th stage; at BN = 64 the tile's one chunk. None where the tile is not staged.
+  // under the next mainloop), which leaves room for a 5th stage; at BN = 64 the tile's one chunk. None
+  // where the tile is not staged.
   // Store::tma_whole_tile (kWholeTile): a 256-wide tile's four chunks a consumer in one group, so that
   // a tile's stores never wait for its own earlier chunks to leave shared memory, at the price of a
   // stage (short K: bmm/hopper.cu plan). Tall tiles' three chunks a consumer too, in one group: their
