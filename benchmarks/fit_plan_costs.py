@@ -42,7 +42,7 @@ def samples(rows, sms):
         rows_, cols, k = int(m.group(4)), int(m.group(5)), int(m.group(6))
         tile_rows, tile_cols = (int(x) for x in row["tile"].split("x"))
         if prec != "tf32" and tile_rows != 128:
-            continue  # tall 16-bit tiles (192 x 192) have a cost of their own (kTallKBlockUs), not fitted here
+            continue  # tall and small 16-bit tiles (192 x 192, 64 x 64): kTallKBlockUs, kSmallKBlockUs
         tiles = batch * math.ceil(rows_ / tile_rows) * math.ceil(cols / tile_cols)
         waves, k_blocks = math.ceil(tiles / sms), math.ceil(k / K_BLOCK[prec])
         # the tile's width: its columns (128 x 96 is 96 wide), but TF32 names swapped tiles rows x

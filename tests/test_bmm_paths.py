@@ -84,15 +84,15 @@ def b_is_k_major(b):
 def assert_tile(a, b, width):
     """The Hopper kernel's output tile for a and b: 128 x `width`, where `width` is the tile for an
     N-major b; a K-major b narrows 128 to 96 on one wave (hopper_tile_width); 192 x 192 where tall tiles
-    pay (hopper_tall_tiles). Checked on 132 SMs (H100 SXM, H200), where the shapes of these tests were
-    worked out against the tile-width rule; the rule counts waves, so elsewhere a shape may change width."""
+    pay (hopper_tall_tiles), 64 x 64 where small ones do (hopper_small_tiles). Checked on 132 SMs (H100
+    SXM, H200), where the shapes of these tests were worked out against the tile-width rule; the rule
+    counts waves, so elsewhere a shape may change width."""
     if sm_count() == 132:
         batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-        m, n = a.shape[-2], b.shape[-1]
+        m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
         if width == 128 and b_is_k_major(b):
-            width = hopper_tile_width(batch, m, n, b_k_major=True, k=a.shape[-1])
-        tall = hopper_tall_tiles(batch, m, n, width) and not hopper_streams(a, b, width)
-        assert torch.ops.tiles._bmm_tile(a, b) == ("192x192" if tall else f"128x{width}")
+            width = hopper_tile_width(batch, m, n, b_k_major=True, k=k)
+        assert torch.ops.tiles._bmm_tile(a, b) == "{}x{}".format(*hopper_tile(a, b, width))
 
 
 HOPPER_WIDTHS = (64, 96, 112, 128, 160, 192, 256)
@@ -120,10 +120,10 @@ def hopper_tile_width(batch, m, n, sms=132, b_k_major=False, k=0):
     return width
 
 
-# One k-block of a 128-row tile by width, and of a tall (192 x 192) one (bmm/hopper.cu k_block_us,
-# kTallKBlockUs), H100 microseconds.
+# One k-block of a 128-row tile by width, of a tall (192 x 192) one and of a small (64 x 64) one
+# (bmm/hopper.cu k_block_us, kTallKBlockUs, kSmallKBlockUs), H100 microseconds.
 K_BLOCK_US = {256: 0.76, 192: 0.51, 128: 0.40, 64: 0.48}
-TALL_K_BLOCK_US = 0.765
+TALL_K_BLOCK_US, SMALL_K_BLOCK_US = 0.765, 0.32
 
 
 def hopper_tall_tiles(batch, m, n, width, sms=132):
@@ -147,10 +147,10 @@ MIN_SPLIT_K_BLOCKS, MAX_COSTED_SPLITS, MAX_SPLIT_PARTIALS = 8, 8, 2 ** 24
 DRAM_BYTES_PER_US, SUM_SPLITS_US = 2.5e6, 4
 
 
-def cheapest_k_split(tiles, k_blocks, outputs, sms, k_block_us, wave_us=0.0):
+def cheapest_k_split(tiles, k_blocks, outputs, sms, k_block_us, wave_us=0.0, with_cost=False):
     """bmm/split_k.cuh cheapest_k_split: the Hopper kernels' split count (slices used) for `tiles` output
     tiles over `k_blocks`, the cheapest by waves x k-blocks a slice x `k_block_us` (+ `wave_us` a wave)
-    plus the partials' round trip."""
+    plus the partials' round trip; with `with_cost`, (count, modelled microseconds)."""
     best_splits, best_us = 1, 0.0
     for splits in range(1, MAX_COSTED_SPLITS + 1):
         if splits > 1 and (k_blocks < splits * MIN_SPLIT_K_BLOCKS or splits * outputs > MAX_SPLIT_PARTIALS):
@@ -163,14 +163,46 @@ def cheapest_k_split(tiles, k_blocks, outputs, sms, k_block_us, wave_us=0.0):
             us += used * outputs * 8 / DRAM_BYTES_PER_US + SUM_SPLITS_US
         if splits == 1 or us < best_us:
             best_splits, best_us = used, us
-    return best_splits
+    return (best_splits, best_us) if with_cost else best_splits
+
+
+def k_block_us(rows, width):
+    """One k-block of a rows x `width` tile (bmm/hopper.cu k_block_us, kTallKBlockUs, kSmallKBlockUs)."""
+    return {192: TALL_K_BLOCK_US, 64: SMALL_K_BLOCK_US}.get(rows) or K_BLOCK_US.get(width, 0.40 * width / 128)
 
 
 def hopper_splits_k(batch, m, n, k, rows, width, sms=132):
     """Whether the 16-bit Hopper kernel splits K over rows x `width` tiles (bmm/hopper.cu `plan`)."""
     tiles = batch * -(-m // rows) * -(-n // width)
-    k_block_us = TALL_K_BLOCK_US if rows == 192 else K_BLOCK_US.get(width, 0.40 * width / 128)
-    return cheapest_k_split(tiles, -(-k // 64), batch * m * n, sms, k_block_us) > 1
+    return cheapest_k_split(tiles, -(-k // 64), batch * m * n, sms, k_block_us(rows, width)) > 1
+
+
+def hopper_small_tiles(batch, m, n, k, sms=132):
+    """Whether the 16-bit Hopper kernel takes 64 x 64 tiles for a batch x m x n x k product over 128 x 64
+    ones (bmm/hopper.cu small_tiles_pay): N <= 64, where the small tiles' count with its cheapest split
+    of K costs less than the 128-row tiles' with theirs (nor, in `plan`, with the threads' streaming
+    stores)."""
+    if n > 64:
+        return False
+
+    def cost(rows):
+        tiles = batch * -(-m // rows) * -(-n // 64)
+        return cheapest_k_split(tiles, -(-k // 64), batch * m * n, sms, k_block_us(rows, 64), with_cost=True)[1]
+    return cost(64) < cost(128)
+
+
+def hopper_tile(a, b, width, sms=132):
+    """The 16-bit Hopper kernel's (rows, columns) tile for a @ b over 128-row tiles `width` wide
+    (bmm/hopper.cu `plan`): 192 x 192 where tall tiles pay, 64 x 64 where small ones do, neither where
+    the threads' streaming stores write the output."""
+    batch, m, n, k = batch_of(a, b), a.shape[-2], b.shape[-1], a.shape[-1]
+    if hopper_streams(a, b, width):
+        return 128, width
+    if hopper_tall_tiles(batch, m, n, width, sms):
+        return 192, 192
+    if hopper_small_tiles(batch, m, n, k, sms):
+        return 64, 64
+    return 128, width
 
 
 def hopper_streams(a, b, width):
@@ -193,9 +225,7 @@ def expected_hopper_path(a, b):
     sms = sm_count()
     width = hopper_tile_width(batch, m, n, sms, b_k_major=b_is_k_major(b), k=k)
     streams = hopper_streams(a, b, width)
-    rows = 192 if not streams and hopper_tall_tiles(batch, m, n, width, sms) else 128
-    if rows == 192:
-        width = 192  # 192 x 192 tiles: TMA's stores from half-tile buffers
+    rows, width = hopper_tile(a, b, width, sms)
     if hopper_splits_k(batch, m, n, k, rows, width, sms):
         return HOPPER + " split-k"
     if streams:
@@ -360,13 +390,14 @@ def operands(layouts, batch, m, n, k, dtype):
     return operand(layouts[0], batch, m, k, dtype), operand(layouts[1], batch, k, n, dtype)
 
 
-# (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0
-# takes the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). N =
-# 40 and N = 1 run the 64-wide kernel, the other five of the first seven the 128-wide one; the last four
-# take fewer waves at wider tiles, so they run the 192- and 256-wide kernels (on 132 SMs: 504 tiles of 192
-# columns against 432 of 256 and 792 of 128, 4 waves against 4 and 6; 210 against 180 and 330, 2 waves
-# against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3; 180 against 120, 2 against 1);
-# N = 1290 and N = 1002 store directly. test_hopper_tile_width_by_name runs every width on every layout.
+# (batch, M, N, K): whole tiles, edge tiles in every dim, M or N = 1, K below one k-block; N % 8 != 0 takes
+# the direct-store epilogue, N % 8 == 0 the TMA-store one (outputs this small never stream). N = 40 and N = 1
+# run the 64-wide kernel (as 64 x 64 tiles, which cost less there: hopper_small_tiles), the other five of the
+# first seven the 128-wide one; the last four take fewer waves at wider tiles, so they run the 192- and
+# 256-wide kernels (on 132 SMs: 504 tiles of 192 columns against 432 of 256 and 792 of 128, 4 waves against 4
+# and 6; 210 against 180 and 330, 2 waves against 2 and 3; 432 of 192 against 288 of 256, 4 waves against 3;
+# 180 against 120, 2 against 1); N = 1290 and N = 1002 store directly. test_hopper_tile_width_by_name runs
+# every width on every layout.
 SHAPES = [
     (2, 128, 256, 128),
     (3, 129, 257, 72),
@@ -480,6 +511,16 @@ TALL_CASES = [((1, 2048, 2304), True), ((1, 8192, 2304), False), ((1, 2048, 3072
               ((1, 768, 3072), False), ((7, 520, 1032), True), ((12, 520, 1032), False), ((60, 384, 128), False),
               ((96, 1024, 64), False)]
 
+# Small tiles (64 x 64) on 132 SMs, each tile count costed with its cheapest split of K: 1 x 2048 x 64 x
+# 1024 is 16 tiles of 128 x 64 and 32 small ones (one wave either way, each k-block cheaper); 1 x 8192 x
+# 64 x 4096 128 small tiles unsplit, where 64 of 128 rows split K in two; 512 x 64 x 64 x 64 has M = 64,
+# half of each 128-row tile zeros; 1 x 1024 x 64 x 2048 splits K at either height. 96 x 1024 x 64 x 1024
+# stays (768 tiles of 128 rows, 1536 small: the waves double), as do 1 x 4096 x 64 x 8192 (both split, the
+# small tiles' second slice of partials costs more than it saves) and N > 64. (batch, m, n, k)
+SMALL_CASES = [((1, 2048, 64, 1024), True), ((1, 8192, 64, 4096), True), ((512, 64, 64, 64), True),
+               ((1, 1024, 64, 2048), True), ((3, 130, 40, 200), True), ((96, 1024, 64, 1024), False),
+               ((1, 4096, 64, 8192), False), ((200, 250, 40, 200), False), ((1, 2048, 72, 1024), False)]
+
 
 def test_tile_width_tables_follow_the_rule():
     # the widths these tests expect on 132 SMs, against the Python copy of bmm/hopper.cu tile_width
@@ -492,6 +533,10 @@ def test_tile_width_tables_follow_the_rule():
     assert not any(hopper_tall_tiles(*shape, width) for shape, width in WIDTH_CASES)
     assert not any(hopper_tall_tiles(*s[:3], width) for s, width in K_MAJOR_WIDTH_CASES)
     assert all(hopper_tall_tiles(*shape, hopper_tile_width(*shape)) == tall for shape, tall in TALL_CASES)
+    assert all(hopper_small_tiles(*shape) == small for shape, small in SMALL_CASES)
+    # where 128-row tiles would split K and small ones do not, and the converse, as the comment says
+    assert [hopper_splits_k(*s, 128, 64) for s in ((1, 8192, 64, 4096), (1, 2048, 64, 1024))] == [True, False]
+    assert all(hopper_splits_k(*s, 64, 64) for s in ((1, 1024, 64, 2048), (1, 4096, 64, 8192)))
 
 
 # The planned tall tiles multiply correctly in every layout (2048 x 2304 x 768, one wave of 132 tiles on
@@ -505,6 +550,21 @@ def test_hopper_tall_tiles_by_plan(dtype, layouts):
     assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
     assert_tile(a, b, hopper_tile_width(1, 2048, 2304))
     assert_bmm_close(poisoned_bmm(a, b), a, b)
+
+
+# The planned small tiles multiply correctly in every layout: SMALL_CASES that take them, one over split
+# K (1 x 1024 x 64 x 2048); 3 x 130 x 40 has edge tiles in M (130 = 2 x 64 + 2), N and K.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_small_tiles_by_plan(dtype, layouts):
+    hopper_expected()
+    for shape in [(1, 2048, 64, 1024), (1, 1024, 64, 2048), (3, 130, 40, 200), (512, 64, 64, 64)]:
+        a, b = operands(layouts, *shape, dtype)
+        assert torch.ops.tiles._bmm_path(a, b) == expected_hopper_path(a, b)
+        if sm_count() == 132:
+            assert torch.ops.tiles._bmm_tile(a, b) == "64x64", shape
+        assert_bmm_close(poisoned_bmm(a, b), a, b, msg=str(shape))
 
 
 # Tall tiles by name (bmm/hopper_kernel.cuh, three consumer warpgroups), in every layout: 3 x 520 x 1000
@@ -524,6 +584,32 @@ def test_hopper_tall_tiles_by_name(dtype, layouts):
         if k > 1024:
             assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))
     a, b = operands(layouts, 3, 520, 1000, 200, dtype)
+    assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
+    assert_bmm_close(poisoned_on_path(a, b[0], path), a, b[0], msg=path + " b broadcast")
+
+
+# Small tiles by name (64 x 64, one consumer warpgroup), in every layout: 3 x 130 x 40 over K = 200 has
+# edge tiles in M (130 = 2 x 64 + 2), N and K; over K = 64 each tile is stored right after its one k-block;
+# N = 64 fills the tile; N = 200 walks tile columns; N = 33 stores directly; 200 x 250 x 48 is 800 tiles, so
+# blocks walk several (and stage each tile's store under the next one's k-blocks, K > 64); 1 x 256 x 64 over
+# K = 8192 splits K on 132 SMs (float partials, summed in order: the same bits every run); a short K over an
+# output larger than L2 (the streaming store where DRAM is under 4 TB/s, as on an H100; TMA's on an H200);
+# a broadcast a, and a broadcast b.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_small_tiles_by_name(dtype, layouts):
+    hopper_expected()
+    path = "hopper-64x64"
+    short_k_batch = batches_to_fill(1000, 48, dtype, 1.2)
+    for batch, m, n, k in [(3, 130, 40, 200), (3, 130, 40, 64), (3, 130, 64, 200), (3, 130, 200, 200),
+                           (3, 130, 33, 200), (200, 250, 48, 136), (1, 256, 64, 8192), (short_k_batch, 1000, 48, 72)]:
+        a, b = operands(layouts, batch, m, n, k, dtype)
+        out = poisoned_on_path(a, b, path)
+        assert_bmm_close(out, a, b, msg=f"{path} {(batch, m, n, k)}")
+        if k > 1024:
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))
+    a, b = operands(layouts, 3, 130, 40, 200, dtype)
     assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
     assert_bmm_close(poisoned_on_path(a, b[0], path), a, b[0], msg=path + " b broadcast")
 

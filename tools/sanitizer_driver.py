@@ -147,10 +147,14 @@ def hopper():
     # Tall 192 x 192 tiles by name: edge tiles in M, N and K, the TMA store (N = 264) and the direct one
     # (N = 1290, N = 33); 10 x 300 x 1290 is 140 tiles, so blocks walk two.
     TALL = {(2, 130, 72, 264), (10, 300, 200, 1290), (2, 130, 72, 33)}
+    # Small 64 x 64 tiles by name: edge tiles in M, N and K, the TMA store held under the next tile (N =
+    # 264) and right after a single k-block (3 x 130 x 40, K = 64), the direct one (N = 100, N = 33);
+    # 200 x 250 x 40 is 800 tiles, so blocks walk several.
+    SMALL = {(2, 130, 72, 264), (3, 70, 64, 100), (2, 130, 72, 33), (200, 250, 200, 40), (3, 130, 64, 40)}
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for dtype in (torch.bfloat16, torch.float16):
         for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290),
-                              (2, 130, 72, 33), *WALK_TILES]:
+                              (2, 130, 72, 33), (3, 130, 64, 40), *WALK_TILES]:
             kp, np_ = (k + 7) // 8 * 8, (n + 7) // 8 * 8
             a_row = rand(b, mm, kp, dtype=dtype)[:, :, :k]
             a_col = rand(b, k, (mm + 7) // 8 * 8, dtype=dtype)[:, :, :mm].mT
@@ -170,6 +174,10 @@ def hopper():
                     nan_prefill(max(b, 1) * mm * n, dtype)
                     check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [hopper-192x192]",
                           on_path(a, w, "hopper-192x192"), ref, 2e-2 * k ** 0.5)
+                if (b, mm, k, n) in SMALL and path.startswith("hopper-wgmma"):  # one consumer warpgroup
+                    nan_prefill(max(b, 1) * mm * n, dtype)
+                    check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [hopper-64x64]",
+                          on_path(a, w, "hopper-64x64"), ref, 2e-2 * k ** 0.5)
 
 
 # The Hopper 16-bit kernel's split-K (few tiles over a long K), in every major order: float partials

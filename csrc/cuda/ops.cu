@@ -92,7 +92,8 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
 // " tma-store" / " streaming-store" the way every tile is written, unsplit (at 64, 128, 192 and 256), and
-// " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "hopper-192x192" its tall tiles;
+// " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "hopper-192x192" its tall tiles,
+// "hopper-64x64" its small ones;
 // "thin whole-k" / "thin split-k" the thin kernels with K never split / split as far as filling the SMs asks.
 struct NamedPath {
   c10::string_view name;
@@ -102,7 +103,7 @@ struct NamedPath {
   hopper::Pair pair = hopper::Pair::none;  // the 16-bit Hopper kernel's blocks alone or paired
   std::optional<hopper::Store> store = std::nullopt;  // its stores as planned, or forced (bmm/store.h)
   thin::SplitK thin_split = thin::SplitK::costed;     // the thin kernels' split-K as costed, never or to fill
-  int rows = 0;                                       // the 16-bit Hopper kernel's tile rows: 0 as planned, or 192
+  int rows = 0;                                       // the 16-bit Hopper kernel's tile rows: 0 as planned, 192 or 64
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-64", Path::hopper, 64},
@@ -125,6 +126,7 @@ constexpr NamedPath kNamedPaths[] = {
     {"hopper-256 streaming-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::streaming},
     {"hopper-256 whole-tile-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::tma_whole_tile},
     {.name = "hopper-192x192", .kernel = Path::hopper, .tile = 192, .rows = 192},
+    {.name = "hopper-64x64", .kernel = Path::hopper, .tile = 64, .rows = 64},
     {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},

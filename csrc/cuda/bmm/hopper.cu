@@ -24,6 +24,9 @@ void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUten
 template <class T, bool kTransA, bool kTransB>
 void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                  const GemmShape& shape, int grid);
+template <class T, bool kTransA, bool kTransB>
+void launch_small(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                  const GemmShape& shape, int grid);
 
 // The widths whose paired kernels are built (instances/bmm_hopper_*_pairs.cu).
 template <class T, int BN>
@@ -54,6 +57,13 @@ void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMa
                           "hopper::bmm: tall tiles are built as 192 x 192 single blocks");
     return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
       launch_tall<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
+    });
+  }
+  if (bm == 64) {
+    TORCH_INTERNAL_ASSERT(bn == 64 && pair == Pair::none && s.store != Store::tma_whole_tile,
+                          "hopper::bmm: small tiles are built as 64 x 64 single blocks");
+    return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
+      launch_small<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
     });
   }
   if (s.store == Store::tma_whole_tile) {
@@ -120,7 +130,7 @@ struct TileName {
 };
 constexpr TileName kTiles[] = {{128, 64, "128x64"},   {128, 96, "128x96"},   {128, 112, "128x112"},
                                {128, 128, "128x128"}, {128, 160, "128x160"}, {128, 192, "128x192"},
-                               {128, 256, "128x256"}, {192, 192, "192x192"}};
+                               {128, 256, "128x256"}, {192, 192, "192x192"}, {64, 64, "64x64"}};
 const TileName* tile_named(int rows, int width) {
   for (const TileName& t : kTiles)
     if (t.rows == rows && t.width == width) return &t;
@@ -130,6 +140,10 @@ const TileName* tile_named(int rows, int width) {
 // One k-block of a tall (192 x 192) tile: untimed, 1.5 times a 128 x 192 one's, in proportion to the
 // tensor-core work.
 constexpr double kTallKBlockUs = 0.765;
+// One k-block of a small (64 x 64) tile: untimed, two thirds of a 128 x 64 one's, as its stage is two thirds
+// the bytes (16 KiB against 24; the 128 x 64 k-block's time follows its loads). Timed only through the
+// rule it drives (small_tiles_pay).
+constexpr double kSmallKBlockUs = 0.32;
 
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
 struct Plan {
@@ -158,7 +172,8 @@ struct Plan {
 // producer's k-block"; "Tile widths on one wave"). 112 stays by name only. N <= 64 (attention's p @ v
 // and its input gradient at head size 64) takes 64-wide tiles: as many as 128-wide ones, with half the
 // tensor-core work and b's stage a k-block, where 128 columns multiplied zeros past N.
-// Output tiles of rows x width for p, and the waves of them over the SMs (tile_width, tall_tiles_pay).
+// Output tiles of rows x width for p, and the waves of them over the SMs (tile_width, tall_tiles_pay,
+// small_tiles_pay).
 int64_t tile_count(const BmmProblem& p, int64_t rows, int64_t width) {
   return p.batch * ((p.m + rows - 1) / rows) * ((p.n + width - 1) / width);
 }
@@ -191,10 +206,27 @@ bool tall_tiles_pay(const BmmProblem& p, int bn, int64_t sms) {
   return now <= 2 && double(tall) * kTallKBlockUs < double(now) * k_block_us(bn);
 }
 
+// Small tiles (64 x 64) in place of 128 x 64 ones (N <= 64) where they cost less, each count of tiles with
+// its cheapest split of K (split_k.cuh cheapest_k_split): narrow products over few rows, where 128-row
+// tiles leave SMs idle or take a split and its summing launch. 1 x 2048 x 64 x 1024 is 16 tiles of 128
+// rows and 32 of 64 (on an H200 back to back 7.4 -> 6.0 us, cuBLAS 4.3); 1 x 8192 x 64 x 4096 runs 128
+// small tiles unsplit where 128-row ones took two slices (24.9 -> 21.6, cuBLAS 20.6). Many waves keep
+// 128 rows: 96 x 1024 x 64 x 1024 is 768 tiles against 1536, and ran 2% slower at 64 (NOTES.md, "Small
+// tiles for narrow products"). cuBLAS runs 24- to 64-row tiles on these shapes. Not with the threads'
+// streaming stores (untimed together), as for tall tiles.
+bool small_tiles_pay(const BmmProblem& p, int bn, int64_t sms, int max_splits) {
+  if (bn != 64) return false;
+  const int64_t k_total = (p.k + 63) / 64, outputs = p.batch * p.m * p.n;
+  auto cost = [&](int64_t rows, double block_us) {
+    return cheapest_k_split(tile_count(p, rows, 64), k_total, outputs, int(sms), block_us, 0, max_splits).us;
+  };
+  return cost(64, kSmallKBlockUs) < cost(128, k_block_us(64));
+}
+
 // `pair`: paired blocks (bmm/pair.h), by name only, pending measurements. `forced_store`: TMA's stores,
 // TMA's of whole tiles (256-wide only) or the threads' streaming stores for every tile, without split-K
 // (by name only, to time them against each other).
-// `forced_rows`: 192 for tall tiles by name (with a forced width of 192).
+// `forced_rows`: 192 for tall tiles by name (with a forced width of 192), 64 for small ones (width 64).
 Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
           std::optional<Store> forced_store = std::nullopt, int forced_rows = 0) {
   const int64_t sms = sm_count();
@@ -212,23 +244,28 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   else if (short_k && p.out.numel() * int64_t(p.out.element_size()) > l2_bytes() &&
            dram_bytes_per_s() < kStreamingStoreMaxDram)
     store = Store::streaming;
+  // Split-K where few tiles over a long K leave SMs idle (below). The partials are summed into the output
+  // as one contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must
+  // keep TMA's int32 k coordinate in range.
+  const int64_t k_total = (p.k + 63) / 64;
+  const bool can_split = !forced_store && p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
   int bm = 128;
-  const bool planned_tall =
-      !forced_width && pair == Pair::none && store != Store::streaming && tall_tiles_pay(p, bn, sms);
+  const bool planned = !forced_width && pair == Pair::none && store != Store::streaming;
+  const bool planned_tall = planned && tall_tiles_pay(p, bn, sms);
   if (forced_rows == 192 || planned_tall) {
     TORCH_INTERNAL_ASSERT(bn == 192 || !forced_width, "hopper::plan: tall tiles are 192 x 192");
     TORCH_INTERNAL_ASSERT(pair == Pair::none && forced_store != Store::tma_whole_tile,
                           "hopper::plan: tall tiles run as single blocks with half-tile store buffers");
     bm = 192, bn = 192;  // staged like the 192- and 256-wide tiles it replaces (direct only where !out.ok)
+  } else if (forced_rows == 64 || (planned && small_tiles_pay(p, bn, sms, can_split ? kMaxCostedSplits : 1))) {
+    TORCH_INTERNAL_ASSERT(bn == 64 && pair == Pair::none && forced_store != Store::tma_whole_tile,
+                          "hopper::plan: small tiles are 64 x 64 single blocks");
+    bm = 64;
   }
   const int tiles_m = int((p.m + bm - 1) / bm);
   const int tiles_n = int((p.n + bn - 1) / bn);
-  // Split-K where few tiles over a long K leave SMs idle. The partials are summed into the output as one
-  // contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must keep
-  // TMA's int32 k coordinate in range.
-  const int64_t tiles = p.batch * tiles_m * tiles_n, k_total = (p.k + 63) / 64;
-  const bool can_split = !forced_store && p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
-  const double block_us = bm == 192 ? kTallKBlockUs : k_block_us(bn);
+  const int64_t tiles = p.batch * tiles_m * tiles_n;
+  const double block_us = bm == 192 ? kTallKBlockUs : bm == 64 ? kSmallKBlockUs : k_block_us(bn);
   const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), block_us) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;

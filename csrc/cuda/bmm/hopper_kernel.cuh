@@ -1,14 +1,15 @@
 // The Hopper (sm_90a) tensor-core bmm for bf16 and fp16: TMA loads into 128-byte-swizzled shared
-// memory, wgmma from two consumer warpgroups (three in tall tiles), a producer warpgroup that runs ahead
-// by kStages k-blocks, and a persistent grid walking output tiles in an L2-friendly order.
+// memory, wgmma from two consumer warpgroups (three in tall tiles, one in small ones), a producer warpgroup
+// that runs ahead by kStages k-blocks, and a persistent grid walking output tiles in an L2-friendly order.
 //
-// Block: 3 warpgroups. Warpgroup 0 is the producer (one thread issues every TMA copy); warpgroups 1
-// and 2 each own 64 rows of the 128 x BN output tile and accumulate them in registers in float. Tall
-// tiles (192 x 192, TileConfig's kRows) have a third consumer warpgroup, 4 in all, for 64 rows more.
+// Block: 3 warpgroups (2 in small tiles, 4 in tall ones). Warpgroup 0 is the producer (one thread issues
+// every TMA copy); warpgroups 1 and 2 each own 64 rows of the 128 x BN output tile and accumulate them in
+// registers in float. Tall tiles (192 x 192, TileConfig's kRows) have a third consumer warpgroup, 4 in
+// all, for 64 rows more; small tiles (64 x 64) one, 2 in all.
 // Each k-block is BK = 64 deep: exactly one 128-byte swizzle row of a K-major operand.
 //
 // Operand layouts, per stage in shared memory (each box is [rows][64 elements], 128-byte rows):
-//   A K-major (a[m][k] with unit k stride):     one box of BM (128 or 192) m-rows;
+//   A K-major (a[m][k] with unit k stride):     one box of BM (64, 128 or 192) m-rows;
 //   A M-major (unit m stride, a = x.mT):         BM / 64 boxes of 64 k-rows, for m 0..63, 64..127, ...;
 //   B K-major (unit k stride, b = y.mT):         one box of BN n-rows;
 //   B N-major (b[k][n] with unit n stride):      BN / 64 boxes of 64 k-rows, rounded up (a 96-wide
@@ -74,13 +75,18 @@ struct TileConfig {
   static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
   // Tall tiles, 192 x 192 (bmm/hopper.cu plan): the tile count cuBLAS fills one wave with on 2048 x 2304
   // (11 x 12 = 132 tiles, where 128 x 192 takes 16 x 12 = 192, two waves).
-  static_assert(kRows == 128 || (kRows == 192 && BN == 192 && !kWholeTile), "tiles are 128 rows, or 192 x 192");
+  // Small tiles, 64 x 64: twice the tiles of 128 x 64 ones for narrow products (N <= 64) over few rows,
+  // where 128-row tiles leave SMs idle and split-K adds a launch (NOTES.md, "cuBLAS's tiles on the
+  // training shapes": cuBLAS runs 24- to 64-row tiles there, unsplit), where they cost less (bmm/hopper.cu
+  // small_tiles_pay).
+  static_assert(kRows == 128 || (kRows == 192 && BN == 192 && !kWholeTile) || (kRows == 64 && BN == 64 && !kWholeTile),
+                "tiles are 128 rows, 192 x 192 or 64 x 64");
   static constexpr int kWidth = BN;
   static constexpr bool kStagedStores = BN % 64 == 0;
   static constexpr int BM = kRows, BK = 64;
   static constexpr int kConsumers = BM / 64;           // warpgroups computing, 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kABytes = BM * BK * 2;          // 16 KiB, 24 for tall tiles
+  static constexpr int kABytes = BM * BK * 2;          // 16 KiB, 24 for tall tiles, 8 for small ones
   // An N-major b arrives in whole 64-column boxes (BN = 96: two, the second half used), a K-major one
   // as BN rows; a stage has room for the boxes.
   static constexpr int kBBoxes = (BN + 63) / 64;
@@ -105,20 +111,23 @@ struct TileConfig {
   // Whether a tile's packed output may wait in registers for the next tile's first k-blocks (the
   // kernel's `overlap`). Not with whole-tile buffers, nor in tall tiles, whose consumers have 152
   // registers: 96 accumulators and 48 packed ones would spill.
-  static constexpr bool kHoldsStores = !kWholeTile && kRows == 128;
+  static constexpr bool kHoldsStores = !kWholeTile && kRows != 192;
   // At 256 and 192 as deep as 227 KiB allows (128: untimed at 6; 256 with whole-tile buffers: three
   // 48 KiB stages beside 64 KiB of buffers); 96 and 112 (32 KiB stages) at 6, as cuBLAS runs its 96 x
   // 128 tiles (benchmarks/NOTES.md, "cuBLAS's tiles on the training shapes"). 64 (24 KiB stages) as
   // deep as fits: its products (N <= 64, as attention's p @ v over a long K) stream a through few
   // tensor-core cycles a k-block, so the loads in flight set their pace.
-  // Tall tiles: three 48 KiB stages beside 72 KiB of buffers, as cuBLAS runs its 192 x 192 tiles.
-  static constexpr int kStages = kWholeTile || kRows == 192 ? 3 : BN == 256 ? 4 : BN == 64 ? 8 : BN < 128 ? 6 : 5;
+  // Tall tiles: three 48 KiB stages beside 72 KiB of buffers, as cuBLAS runs its 192 x 192 tiles. Small
+  // ones: twelve 16 KiB stages, as many bytes in flight as 128 x 64's eight of 24 KiB.
+  static constexpr int kStages =
+      kWholeTile || kRows == 192 ? 3 : kRows == 64 ? 12 : BN == 256 ? 4 : BN == 64 ? 8 : BN < 128 ? 6 : 5;
   // Registers a thread after setmaxnreg, of the 168 each of the 384 threads starts with: the consumers
   // take every one the producer warpgroup gives up (at a producer of 48 they never get them, and the
   // kernel hangs in setmaxnreg.inc). Paired blocks' producers walk pairs and multicast, which spills at
   // 40 registers; their consumers of at most 128 columns fit in 224. Tall tiles' 512 threads start with
   // 128 registers each: a producer of 40 leaves (65536 - 128 x 40) / 384 = 157 to each consumer, 152 in
-  // setmaxnreg's steps of 8.
+  // setmaxnreg's steps of 8. Small tiles' 256 threads start with 232, the consumer's count (as CUTLASS's
+  // one-consumer kernels run): its increase is a no-op, and the producer's decrease frees what none takes.
   static constexpr int producer_registers(bool paired) { return paired && BN <= 128 ? 56 : 40; }
   static constexpr int consumer_registers(bool paired) {
     return kRows == 192 ? 152 : paired && BN <= 128 ? 224 : 232;
@@ -344,7 +353,7 @@ __global__ void __launch_bounds__(TileConfig<BN, kWholeTile, kRows>::kThreads, 1
 hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, T* __restrict__ c, const GemmShape shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(kRows == 128 || kPair == Pair::none, "tall tiles run as single blocks");
+  static_assert(kRows == 128 || kPair == Pair::none, "tall and small tiles run as single blocks");
   using Cfg = TileConfig<BN, kWholeTile, kRows>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
 

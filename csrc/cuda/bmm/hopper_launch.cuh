@@ -2,7 +2,7 @@
 // instantiate every (tile width, A major order, B major order) so the kernels compile in parallel;
 // the *_pairs.cu files instantiate the paired blocks (Pair::share_b and Pair::share_a) of some widths,
 // the *_whole_tile.cu ones the 256-wide blocks with whole-tile store buffers, the *_tall.cu ones the
-// 192 x 192 tiles.
+// 192 x 192 tiles, the *_small.cu ones the 64 x 64 tiles.
 #pragma once
 
 #include "cuda/bmm/hopper_kernel.cuh"
@@ -39,6 +39,13 @@ template <class T, bool kTransA, bool kTransB>
 void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                  const GemmShape& shape, int grid) {
   launch_blocks<T, 192, kTransA, kTransB, false, 192>(map_a, map_b, map_c, c, shape, grid);
+}
+
+// 64 x 64 tiles (TileConfig's kRows).
+template <class T, bool kTransA, bool kTransB>
+void launch_small(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                  const GemmShape& shape, int grid) {
+  launch_blocks<T, 64, kTransA, kTransB, false, 64>(map_a, map_b, map_c, c, shape, grid);
 }
 
 // Clusters of two blocks of kKernel that fit on the device at once, asked once per kernel and device.
@@ -99,6 +106,14 @@ void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUten
   TILES_HOPPER_LAUNCH_TALL(T, false, true)  \
   TILES_HOPPER_LAUNCH_TALL(T, true, false)  \
   TILES_HOPPER_LAUNCH_TALL(T, true, true)
+
+#define TILES_HOPPER_LAUNCH_SMALL(T, TA, TB) \
+  template void launch_small<T, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, const GemmShape&, int);
+#define TILES_HOPPER_INSTANTIATE_SMALL(T)      \
+  TILES_HOPPER_LAUNCH_SMALL(T, false, false) \
+  TILES_HOPPER_LAUNCH_SMALL(T, false, true)  \
+  TILES_HOPPER_LAUNCH_SMALL(T, true, false)  \
+  TILES_HOPPER_LAUNCH_SMALL(T, true, true)
 
 #define TILES_HOPPER_LAUNCH_PAIR(T, BN, TA, TB)                                                                  \
   template void launch_pair<T, BN, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, \

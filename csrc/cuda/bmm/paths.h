@@ -75,8 +75,8 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // `store`: the plan's (bmm/store.h), or Store::tma / Store::streaming forced for every tile, unsplit
 // ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
 // describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store"). `rows`: 192 with a width of
-// 192 forces tall tiles, 192 x 192 ("hopper-192x192"); 0 is the plan's rows (128, or 192 where tall tiles
-// take fewer waves).
+// 192 forces tall tiles, 192 x 192 ("hopper-192x192"), 64 with a width of 64 small ones, 64 x 64
+// ("hopper-64x64"); 0 is the plan's rows (128, or 192 where tall tiles take fewer waves).
 void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt,
          int rows = 0);
 // How the kernel writes p's output when not through TMA's stores from half-tile buffers held under the

@@ -1,0 +1,7 @@
+// The Hopper bmm kernels for __half with 64 x 64 tiles (one consumer warpgroup), all four operand major
+// orders.
+#include "cuda/bmm/hopper_launch.cuh"
+
+namespace tiles::cuda::hopper {
+TILES_HOPPER_INSTANTIATE_SMALL(__half)
+}
