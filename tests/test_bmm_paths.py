@@ -576,14 +576,20 @@ def test_hopper_small_tiles_by_plan(dtype, layouts):
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_tall_tiles_by_name(dtype, layouts):
     hopper_expected()
-    path = "hopper-192x192"
-    for batch, m, n, k in [(3, 520, 1000, 200), (3, 520, 1002, 200), (4, 1000, 1000, 200), (1, 256, 1000, 8192)]:
+    shapes = [(3, 520, 1000, 200), (3, 520, 1002, 200), (4, 1000, 1000, 200), (1, 256, 1000, 8192)]
+    check_on_path("hopper-192x192", shapes, layouts, dtype)
+
+
+def check_on_path(path, shapes, layouts, dtype):
+    """a @ b on `path` for each (batch, m, n, k) in `shapes`, then the first with a broadcast a and with a
+    broadcast b, against the reference; where K > 1024 (split) the same bits on a second run."""
+    for batch, m, n, k in shapes:
         a, b = operands(layouts, batch, m, n, k, dtype)
         out = poisoned_on_path(a, b, path)
         assert_bmm_close(out, a, b, msg=f"{path} {(batch, m, n, k)}")
         if k > 1024:
             assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))
-    a, b = operands(layouts, 3, 520, 1000, 200, dtype)
+    a, b = operands(layouts, *shapes[0], dtype)
     assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
     assert_bmm_close(poisoned_on_path(a, b[0], path), a, b[0], msg=path + " b broadcast")
 
@@ -600,18 +606,10 @@ def test_hopper_tall_tiles_by_name(dtype, layouts):
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_small_tiles_by_name(dtype, layouts):
     hopper_expected()
-    path = "hopper-64x64"
     short_k_batch = batches_to_fill(1000, 48, dtype, 1.2)
-    for batch, m, n, k in [(3, 130, 40, 200), (3, 130, 40, 64), (3, 130, 64, 200), (3, 130, 200, 200),
-                           (3, 130, 33, 200), (200, 250, 48, 136), (1, 256, 64, 8192), (short_k_batch, 1000, 48, 72)]:
-        a, b = operands(layouts, batch, m, n, k, dtype)
-        out = poisoned_on_path(a, b, path)
-        assert_bmm_close(out, a, b, msg=f"{path} {(batch, m, n, k)}")
-        if k > 1024:
-            assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, path))
-    a, b = operands(layouts, 3, 130, 40, 200, dtype)
-    assert_bmm_close(poisoned_on_path(a[0], b, path), a[0], b, msg=path + " a broadcast")
-    assert_bmm_close(poisoned_on_path(a, b[0], path), a, b[0], msg=path + " b broadcast")
+    shapes = [(3, 130, 40, 200), (3, 130, 40, 64), (3, 130, 64, 200), (3, 130, 200, 200), (3, 130, 33, 200),
+              (200, 250, 48, 136), (1, 256, 64, 8192), (short_k_batch, 1000, 48, 72)]
+    check_on_path("hopper-64x64", shapes, layouts, dtype)
 
 
 # The widths above, and the tall cases' (assert_tile expects 192 x 192 where hopper_tall_tiles says so).
