@@ -147,9 +147,10 @@ def hopper():
     # Tall 192 x 192 tiles by name: edge tiles in M, N and K, the TMA store (N = 264) and the direct one
     # (N = 1290, N = 33); 10 x 300 x 1290 is 140 tiles, so blocks walk two.
     TALL = {(2, 130, 72, 264), (10, 300, 200, 1290), (2, 130, 72, 33)}
-    # Small 64 x 64 tiles by name: edge tiles in M, N and K, the TMA store held under the next tile (N =
-    # 264) and right after a single k-block (3 x 130 x 40, K = 64), the direct one (N = 100, N = 33);
-    # 200 x 250 x 40 is 800 tiles, so blocks walk several.
+    # Small 64 x 64 tiles by name: edge tiles in M, N and K; TMA's store after the last tile's k-blocks
+    # (N = 264: 30 tiles, one a block), held under the next tile (200 x 250 x 40 over K = 200: 800 tiles,
+    # so blocks walk several) and right after a single k-block (3 x 130 x 40, K = 64); the direct one
+    # (N = 100, N = 33).
     SMALL = {(2, 130, 72, 264), (3, 70, 64, 100), (2, 130, 72, 33), (200, 250, 200, 40), (3, 130, 64, 40)}
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for dtype in (torch.bfloat16, torch.float16):

@@ -21,12 +21,9 @@ void launch_whole_tile(const CUtensorMap& map_a, const CUtensorMap& map_b, const
 template <class T, int BN, bool kTransA, bool kTransB>
 void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
                  const GemmShape& shape, int grid, Pair pair);
-template <class T, bool kTransA, bool kTransB>
-void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
-                 const GemmShape& shape, int grid);
-template <class T, bool kTransA, bool kTransB>
-void launch_small(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
-                  const GemmShape& shape, int grid);
+template <class T, int kSide, bool kTransA, bool kTransB>
+void launch_square(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                   const GemmShape& shape, int grid);
 
 // The widths whose paired kernels are built (instances/bmm_hopper_*_pairs.cu).
 template <class T, int BN>
@@ -52,18 +49,13 @@ void launch_layouts(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensor
 template <class T>
 void launch_width(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool ta, bool tb, T* c,
                   const GemmShape& s, int grid, int bm, int bn, Pair pair) {
-  if (bm == 192) {
-    TORCH_INTERNAL_ASSERT(bn == 192 && pair == Pair::none && s.store != Store::tma_whole_tile,
-                          "hopper::bmm: tall tiles are built as 192 x 192 single blocks");
+  if (bm != 128) {
+    TORCH_INTERNAL_ASSERT((bm == 192 || bm == 64) && bn == bm && pair == Pair::none && s.store != Store::tma_whole_tile,
+                          "hopper::bmm: tall and small tiles are built as 192 x 192 and 64 x 64 single blocks");
     return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
-      launch_tall<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
-    });
-  }
-  if (bm == 64) {
-    TORCH_INTERNAL_ASSERT(bn == 64 && pair == Pair::none && s.store != Store::tma_whole_tile,
-                          "hopper::bmm: small tiles are built as 64 x 64 single blocks");
-    return with_layouts(ta, tb, [&](auto trans_a, auto trans_b) {
-      launch_small<T, decltype(trans_a)::value, decltype(trans_b)::value>(ma, mb, mc, c, s, grid);
+      constexpr bool kA = decltype(trans_a)::value, kB = decltype(trans_b)::value;
+      if (bm == 192) return launch_square<T, 192, kA, kB>(ma, mb, mc, c, s, grid);
+      launch_square<T, 64, kA, kB>(ma, mb, mc, c, s, grid);
     });
   }
   if (s.store == Store::tma_whole_tile) {
@@ -100,12 +92,13 @@ bool can_run(const BmmProblem& p, const char** why) {
 namespace {
 
 // One k-block of a tile, in H100 microseconds, by tile width (from one-wave timings: 768 x 2304 x 8192 at
-// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed;
-// so are 96 (bmm picks it only for one-wave products, below) and 112 (by name only). 64 (N <= 64) is
-// fitted over the H200 grid's 31 rows a precision (fit_plan_costs.py: 0.48; the A/B of the splits it
-// changes in NOTES.md, "64-wide tiles for N <= 64"): a 64-wide k-block loads the same 16 KiB of a as a
-// 128-wide one, which bounds it. The others were timed before f4e9a22's leaner producer, which made
-// one-wave k-blocks 5-15% faster on an H200 (NOTES.md, "Pairs and the producer's k-block"): not re-fitted.
+// 128-wide, 768 x 3072 x 8192 at 192-wide; 4096^3 at 256-wide). 160 in proportion to the width, untimed; so are
+// 96 (bmm picks it only for one-wave products, below) and 112 (by name only). 64 (N <= 64) is fitted over the
+// H200 grid's 31 rows a precision then at 128 x 64 (fit_plan_costs.py: 0.48; six a precision take 64 x 64
+// since 96b3870; the A/B of the splits it changes in NOTES.md, "64-wide tiles for N <= 64"): a 64-wide
+// k-block loads the same 16 KiB of a as a 128-wide one, which bounds it. The others were timed before
+// f4e9a22's leaner producer, which made one-wave k-blocks 5-15% faster on an H200 (NOTES.md, "Pairs and the
+// producer's k-block"): not re-fitted.
 double k_block_us(int bn) {
   switch (bn) {
     case 256: return 0.76;
@@ -209,8 +202,8 @@ bool tall_tiles_pay(const BmmProblem& p, int bn, int64_t sms) {
 // Small tiles (64 x 64) in place of 128 x 64 ones (N <= 64) where they cost less, each count of tiles with
 // its cheapest split of K (split_k.cuh cheapest_k_split): narrow products over few rows, where 128-row
 // tiles leave SMs idle or take a split and its summing launch. 1 x 2048 x 64 x 1024 is 16 tiles of 128
-// rows and 32 of 64 (on an H200 back to back 7.4 -> 6.0 us, cuBLAS 4.3); 1 x 8192 x 64 x 4096 runs 128
-// small tiles unsplit where 128-row ones took two slices (24.9 -> 21.6, cuBLAS 20.6). Many waves keep
+// rows and 32 of 64 (on an H200 back to back 7.5 -> 6.1 us, cuBLAS 4.3); 1 x 8192 x 64 x 4096 runs 128
+// small tiles unsplit where 128-row ones took two slices (25.1 -> 21.6, cuBLAS 20.4). Many waves keep
 // 128 rows: 96 x 1024 x 64 x 1024 is 768 tiles against 1536, and ran 2% slower at 64 (NOTES.md, "Small
 // tiles for narrow products"). cuBLAS runs 24- to 64-row tiles on these shapes. Not with the threads'
 // streaming stores (untimed together), as for tall tiles.

@@ -34,18 +34,11 @@ void launch_whole_tile(const CUtensorMap& map_a, const CUtensorMap& map_b, const
   launch_blocks<T, 256, kTransA, kTransB, true>(map_a, map_b, map_c, c, shape, grid);
 }
 
-// 192 x 192 tiles (TileConfig's kRows).
-template <class T, bool kTransA, bool kTransB>
-void launch_tall(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
-                 const GemmShape& shape, int grid) {
-  launch_blocks<T, 192, kTransA, kTransB, false, 192>(map_a, map_b, map_c, c, shape, grid);
-}
-
-// 64 x 64 tiles (TileConfig's kRows).
-template <class T, bool kTransA, bool kTransB>
-void launch_small(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
-                  const GemmShape& shape, int grid) {
-  launch_blocks<T, 64, kTransA, kTransB, false, 64>(map_a, map_b, map_c, c, shape, grid);
+// Square tiles of other than 128 rows (TileConfig's kRows): tall ones, 192 x 192, and small ones, 64 x 64.
+template <class T, int kSide, bool kTransA, bool kTransB>
+void launch_square(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, T* c,
+                   const GemmShape& shape, int grid) {
+  launch_blocks<T, kSide, kTransA, kTransB, false, kSide>(map_a, map_b, map_c, c, shape, grid);
 }
 
 // Clusters of two blocks of kKernel that fit on the device at once, asked once per kernel and device.
@@ -99,21 +92,14 @@ void launch_pair(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUten
   TILES_HOPPER_LAUNCH_WHOLE_TILE(T, true, false)  \
   TILES_HOPPER_LAUNCH_WHOLE_TILE(T, true, true)
 
-#define TILES_HOPPER_LAUNCH_TALL(T, TA, TB) \
-  template void launch_tall<T, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, const GemmShape&, int);
-#define TILES_HOPPER_INSTANTIATE_TALL(T)      \
-  TILES_HOPPER_LAUNCH_TALL(T, false, false) \
-  TILES_HOPPER_LAUNCH_TALL(T, false, true)  \
-  TILES_HOPPER_LAUNCH_TALL(T, true, false)  \
-  TILES_HOPPER_LAUNCH_TALL(T, true, true)
-
-#define TILES_HOPPER_LAUNCH_SMALL(T, TA, TB) \
-  template void launch_small<T, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, const GemmShape&, int);
-#define TILES_HOPPER_INSTANTIATE_SMALL(T)      \
-  TILES_HOPPER_LAUNCH_SMALL(T, false, false) \
-  TILES_HOPPER_LAUNCH_SMALL(T, false, true)  \
-  TILES_HOPPER_LAUNCH_SMALL(T, true, false)  \
-  TILES_HOPPER_LAUNCH_SMALL(T, true, true)
+#define TILES_HOPPER_LAUNCH_SQUARE(T, SIDE, TA, TB)                                                     \
+  template void launch_square<T, SIDE, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, \
+                                               const GemmShape&, int);
+#define TILES_HOPPER_INSTANTIATE_SQUARE(T, SIDE)      \
+  TILES_HOPPER_LAUNCH_SQUARE(T, SIDE, false, false) \
+  TILES_HOPPER_LAUNCH_SQUARE(T, SIDE, false, true)  \
+  TILES_HOPPER_LAUNCH_SQUARE(T, SIDE, true, false)  \
+  TILES_HOPPER_LAUNCH_SQUARE(T, SIDE, true, true)
 
 #define TILES_HOPPER_LAUNCH_PAIR(T, BN, TA, TB)                                                                  \
   template void launch_pair<T, BN, TA, TB>(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, T*, \

@@ -76,7 +76,7 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // ("hopper-<width> tma-store" / "streaming-store"; widths of 64-column multiples, an output TMA can
 // describe), or Store::tma_whole_tile at 256 ("hopper-256 whole-tile-store"). `rows`: 192 with a width of
 // 192 forces tall tiles, 192 x 192 ("hopper-192x192"), 64 with a width of 64 small ones, 64 x 64
-// ("hopper-64x64"); 0 is the plan's rows (128, or 192 where tall tiles take fewer waves).
+// ("hopper-64x64"); 0 is the plan's rows (128, 192 where tall tiles cost less, 64 where small ones do).
 void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::optional<Store> store = std::nullopt,
          int rows = 0);
 // How the kernel writes p's output when not through TMA's stores from half-tile buffers held under the
@@ -85,7 +85,7 @@ void bmm(const BmmProblem& p, int width = 0, Pair pair = Pair::none, std::option
 // tiles) or "split-k" (few tiles over a long K: float partials of K's slices, summed afterwards);
 // bmm/hopper.cu `plan`.
 const char* store_name(const BmmProblem& p);
-// The output tile the kernel would use for p, "128x<width>" (bmm/hopper.cu `plan`).
+// The output tile the kernel would use for p, "128x<width>", "192x192" or "64x64" (bmm/hopper.cu `plan`).
 const char* tile(const BmmProblem& p);
 }  // namespace hopper
 

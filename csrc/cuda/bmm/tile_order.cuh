@@ -11,9 +11,10 @@ struct TilePos {
   int tm, tn;  // tile row and tile column
 };
 
-// Tile `r` (0 <= r < tiles_m * tiles_n) of a tiles_m x tiles_n grid in the grouped order. 32-bit: a
-// matrix has fewer than 2^31 tiles of at least 64 x 64 (mma.cu checks; a Hopper output of 2^31 tiles, 64 x 64 at least, would take 16 TiB),
-// and a 64-bit division is a software routine, paid per tile (96 x 2048^2 K=64: one k-block a tile).
+// Tile `r` (0 <= r < tiles_m * tiles_n) of a tiles_m x tiles_n grid in the grouped order. 32-bit: a matrix
+// has fewer than 2^31 tiles of at least 64 x 64 (mma.cu checks; a Hopper output of 2^31 such tiles would
+// take 16 TiB), and a 64-bit division is a software routine, paid per tile (96 x 2048^2 K=64: one k-block a
+// tile).
 __device__ __forceinline__ TilePos grouped_tile(int r, int tiles_m, int tiles_n) {
   constexpr int kGroupRows = 8;
   const int span = kGroupRows * tiles_n;  // tiles in one full group

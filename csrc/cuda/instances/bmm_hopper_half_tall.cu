@@ -3,5 +3,5 @@
 #include "cuda/bmm/hopper_launch.cuh"
 
 namespace tiles::cuda::hopper {
-TILES_HOPPER_INSTANTIATE_TALL(__half)
+TILES_HOPPER_INSTANTIATE_SQUARE(__half, 192)
 }
