@@ -152,6 +152,7 @@ def hopper():
     # so blocks walk several) and right after a single k-block (3 x 130 x 40, K = 64); the direct one
     # (N = 100, N = 33).
     SMALL = {(2, 130, 72, 264), (3, 70, 64, 100), (2, 130, 72, 33), (200, 250, 200, 40), (3, 130, 64, 40)}
+    BY_NAME = {"hopper-192x192": TALL, "hopper-64x64": SMALL}  # three consumer warpgroups; one
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev == "cuda" else 0
     for dtype in (torch.bfloat16, torch.float16):
         for (b, mm, k, n) in [(2, 130, 72, 264), (1, 200, 136, 96), (3, 70, 64, 100), (10, 300, 200, 1290),
@@ -171,14 +172,11 @@ def hopper():
                     bad.append(f"{b}x{mm}x{k}x{n} took {tile} tiles, {path}")  # the plan changed: not the coverage named
                 check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{path} {tile}]", T.bmm(a, w), ref,
                       2e-2 * k ** 0.5)
-                if (b, mm, k, n) in TALL and path.startswith("hopper-wgmma"):  # three consumer warpgroups
-                    nan_prefill(max(b, 1) * mm * n, dtype)
-                    check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [hopper-192x192]",
-                          on_path(a, w, "hopper-192x192"), ref, 2e-2 * k ** 0.5)
-                if (b, mm, k, n) in SMALL and path.startswith("hopper-wgmma"):  # one consumer warpgroup
-                    nan_prefill(max(b, 1) * mm * n, dtype)
-                    check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [hopper-64x64]",
-                          on_path(a, w, "hopper-64x64"), ref, 2e-2 * k ** 0.5)
+                for named, cases in BY_NAME.items():
+                    if (b, mm, k, n) in cases and path.startswith("hopper-wgmma"):
+                        nan_prefill(max(b, 1) * mm * n, dtype)
+                        check(f"bmm {dtype} {name} {b}x{mm}x{k}x{n} [{named}]", on_path(a, w, named), ref,
+                              2e-2 * k ** 0.5)
 
 
 # The Hopper 16-bit kernel's split-K (few tiles over a long K), in every major order: float partials
