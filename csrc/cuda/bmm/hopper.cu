@@ -133,9 +133,11 @@ const TileName* tile_named(int rows, int width) {
 // One k-block of a tall (192 x 192) tile: untimed, 1.5 times a 128 x 192 one's, in proportion to the
 // tensor-core work.
 constexpr double kTallKBlockUs = 0.765;
-// One k-block of a small (64 x 64) tile: untimed, two thirds of a 128 x 64 one's, as its stage is two thirds
-// the bytes (16 KiB against 24; the 128 x 64 k-block's time follows its loads). Timed only through the
-// rule it drives (small_tiles_pay).
+// One k-block of a small (64 x 64) tile: two thirds of a 128 x 64 one's, as its stage is two thirds the
+// bytes. Fitted on an H200 it is half (0.25; NOTES.md, "Small tiles for narrow products"), but the model
+// has no per-tile cost: at 0.25 it took small tiles for short-K products of many waves, where they lost
+// (200 x 250 x 40 x 200 24% slower back to back), and at 0.32 it keeps those at 128 rows, with products of
+// three waves of small tiles against two of 128 rows (which ran 5-9% faster small).
 constexpr double kSmallKBlockUs = 0.32;
 
 // The tiles, the output store and the persistent grid for a problem, which bmm and the path name share.
