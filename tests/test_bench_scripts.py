@@ -3,6 +3,7 @@ clock) and benchmarks/train_step.py, so that the GPU runs do not find a broken s
 lists and failure rows."""
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -394,3 +395,56 @@ def test_results_rows_name_the_commit_and_a_tree_that_differs_from_it(tmp_path, 
     assert results_file.git_commit(str(tmp_path)) == head + "+dirty"
     monkeypatch.setenv("TILES_COMMIT", "abc1234")
     assert results_file.git_commit(str(tmp_path)) == "abc1234"
+
+
+def _results_file(folder, rows):
+    folder.mkdir()
+    (folder / "nvidia-h200.json").write_text(json.dumps({"device": "NVIDIA H200", "cases": rows}))
+    return str(folder)
+
+
+def test_compare_runs_of_results_files(tmp_path, capsys):
+    # two bmm_grid.py --out folders: the moved rows (path or tile changed) and the rest summarized apart,
+    # back-to-back ratios where both runs recorded them, failed rows and one-run rows left out
+    compare_runs = _load("compare_runs")
+    row = lambda name, tiles, torch_ms, tile, **extra: {  # noqa: E731
+        "name": name, "tiles_ms": tiles, "torch_ms": torch_ms, "path": "hopper-wgmma tf32", "tile": tile, **extra}
+    head = _results_file(tmp_path / "head", [
+        row("grid a", 0.100, 0.110, "128x256"), row("grid b", 0.200, 0.200, "128x256", tiles_ms_b2b=0.1,
+                                                    torch_ms_b2b=0.1),
+        row("grid c", 0.050, 0.050, "128x192"), row("grid gone", 0.1, 0.1, "128x128"),
+        {"name": "grid failed", "error": "boom"}])
+    variant = _results_file(tmp_path / "variant", [
+        row("grid a", 0.110, 0.108, "128x192"), row("grid b", 0.180, 0.200, "128x192", tiles_ms_b2b=0.08,
+                                                    torch_ms_b2b=0.1),
+        row("grid c", 0.050, 0.051, "128x192"), {"name": "grid failed", "error": "boom"}])
+    summary = compare_runs.compare(compare_runs.load(head), compare_runs.load(variant))
+    out = capsys.readouterr().out
+    assert summary[(True, 0)] == pytest.approx(math.sqrt(1.1 * 0.9))
+    assert summary[(True, 1)] == pytest.approx(0.8)
+    assert summary[(False, 0)] == pytest.approx(1.0)
+    assert (False, 1) not in summary
+    assert "hopper-wgmma tf32 128x256 -> hopper-wgmma tf32 128x192" in out
+    assert "moved: 2 cases" in out and "unmoved: 1 cases" in out and "1 cases are in one run only" in out
+    assert "grid failed" not in out
+
+
+def test_compare_runs_of_bmm_paths_files(tmp_path, capsys):
+    # bmm_paths.py --out: a row a case and path; only bmm's own pick can move
+    compare_runs = _load("compare_runs")
+
+    def write(name, bmm_us, named_us, route):
+        case = {"case": "bfloat16 NN 1x2048x768x3072", "route": route, "tile": "128x128", "torch": [19.0, 15.0],
+                "paths": {"bmm": [bmm_us, bmm_us - 4, 1e-3], "hopper-96": [named_us, named_us - 3, 1e-3]}}
+        path = tmp_path / name
+        path.write_text(json.dumps(case) + "\n" + json.dumps({**case, "case": "other"}) + "\n")
+        return str(path)
+    head, variant = write("head.jsonl", 20.0, 24.0, "hopper-wgmma"), write("variant.jsonl", 20.0, 21.6, "hopper-wgmma")
+    summary = compare_runs.compare(compare_runs.load(head), compare_runs.load(variant))
+    assert summary[(False, 0)] == pytest.approx(0.9 ** 0.5)  # two cases: bmm 1.0 and hopper-96 0.9 each
+    assert "bfloat16 NN 1x2048x768x3072 [hopper-96]" in capsys.readouterr().out
+    moved = write("moved.jsonl", 22.0, 24.0, "hopper-wgmma split-k")
+    assert (True, 0) in compare_runs.compare(compare_runs.load(head), compare_runs.load(moved))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="neither a results file"):
+        compare_runs.load(str(tmp_path / "list.json"))

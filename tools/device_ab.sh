@@ -6,6 +6,7 @@
 #   tools/device_ab.sh FILE SED_EXPR COMMAND...
 #   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(kRound == 1 \&\& kJ < 8 ? 4 : 1)/#pragma unroll(1)/' \
 #     sh -c 'python -P benchmarks/bmm_paths.py --dtype float32 --shape 3,113,3,4333,TN --out $OUT/$AB_LABEL.jsonl'
+#   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/variant.jsonl   # then, case by case
 # Exits non-zero when a build fails (the file is put back) or either run of the command does.
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
 # it); BUILD_CMD replaces the build command (pip install of the tree). The installed build is the
