@@ -69,6 +69,10 @@ def load(path) -> Dict[str, Row]:
         return _paths_rows(path)
 
 
+def _cell(us):
+    return f"{us:8.1f}" if us else f"{'-':>8}"
+
+
 def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
@@ -86,8 +90,8 @@ def compare(head: Dict[str, Row], variant: Dict[str, Row], out=sys.stdout):
             if h.tiles[t] and v.tiles[t]:
                 ratio = v.tiles[t] / h.tiles[t]
                 ratios[(moved, t)].append(ratio)
-                parts.append(f"{label} {h.tiles[t]:8.1f} -> {v.tiles[t]:8.1f} ({ratio:.3f}) torch {h.torch[t]:8.1f} / "
-                             f"{v.torch[t]:8.1f}")
+                parts.append(f"{label} {h.tiles[t]:8.1f} -> {v.tiles[t]:8.1f} ({ratio:.3f}) torch {_cell(h.torch[t])} / "
+                             f"{_cell(v.torch[t])}")
         route = f"{h.route} -> {v.route}" if moved else v.route
         print(f"{name:<52} {route[:56]:<56} " + " | ".join(parts), file=out)
     only = len(set(head) ^ set(variant))
