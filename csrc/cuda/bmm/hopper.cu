@@ -209,9 +209,8 @@ bool tall_tiles_pay(const BmmProblem& p, int bn, int64_t sms) {
 // 128 rows: 96 x 1024 x 64 x 1024 is 768 tiles against 1536, and ran 2% slower at 64 (NOTES.md, "Small
 // tiles for narrow products"). cuBLAS runs 24- to 64-row tiles on these shapes. Not with the threads'
 // streaming stores (untimed together), as for tall tiles.
-bool small_tiles_pay(const BmmProblem& p, int bn, int64_t sms, int max_splits) {
+bool small_tiles_pay(const BmmProblem& p, int bn, int64_t sms, int64_t k_total, int64_t outputs, int max_splits) {
   if (bn != 64) return false;
-  const int64_t k_total = (p.k + 63) / 64, outputs = p.batch * p.m * p.n;
   auto cost = [&](int64_t rows, double block_us) {
     return cheapest_k_split(tile_count(p, rows, 64), k_total, outputs, int(sms), block_us, 0, max_splits).us;
   };
@@ -242,7 +241,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   // Split-K where few tiles over a long K leave SMs idle (below). The partials are summed into the output
   // as one contiguous run of elements, and the last slice's past-K k-blocks (fewer than the slices) must
   // keep TMA's int32 k coordinate in range.
-  const int64_t k_total = (p.k + 63) / 64;
+  const int64_t k_total = (p.k + 63) / 64, outputs = p.batch * p.m * p.n;
   const bool can_split = !forced_store && p.out.is_contiguous() && (k_total + kMaxCostedSplits) * 64 <= INT32_MAX;
   int bm = 128;
   const bool planned = !forced_width && pair == Pair::none && store != Store::streaming;
@@ -252,7 +251,8 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
     TORCH_INTERNAL_ASSERT(pair == Pair::none && forced_store != Store::tma_whole_tile,
                           "hopper::plan: tall tiles run as single blocks with half-tile store buffers");
     bm = 192, bn = 192;  // staged like the 192- and 256-wide tiles it replaces (direct only where !out.ok)
-  } else if (forced_rows == 64 || (planned && small_tiles_pay(p, bn, sms, can_split ? kMaxCostedSplits : 1))) {
+  } else if (forced_rows == 64 ||
+             (planned && small_tiles_pay(p, bn, sms, k_total, outputs, can_split ? kMaxCostedSplits : 1))) {
     TORCH_INTERNAL_ASSERT(bn == 64 && pair == Pair::none && forced_store != Store::tma_whole_tile,
                           "hopper::plan: small tiles are 64 x 64 single blocks");
     bm = 64;
@@ -261,7 +261,7 @@ Plan plan(const BmmProblem& p, int forced_width = 0, Pair pair = Pair::none,
   const int tiles_n = int((p.n + bn - 1) / bn);
   const int64_t tiles = p.batch * tiles_m * tiles_n;
   const double block_us = bm == 192 ? kTallKBlockUs : bm == 64 ? kSmallKBlockUs : k_block_us(bn);
-  const int splits = can_split ? costed_k_splits(tiles, k_total, p.batch * p.m * p.n, int(sms), block_us) : 1;
+  const int splits = can_split ? costed_k_splits(tiles, k_total, outputs, int(sms), block_us) : 1;
   const int64_t k_blocks = (k_total + splits - 1) / splits;
   if (splits > 1) store = Store::partials;
   if (forced_store) {
@@ -309,8 +309,9 @@ const char* tile(const BmmProblem& p) {
 }
 
 void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store, int rows) {
-  TORCH_INTERNAL_ASSERT(width == 0 || tile_named(rows ? rows : 128, width), "hopper::bmm: no ", rows ? rows : 128,
-                        " x ", width, " tiles");
+  const int named_rows = rows ? rows : 128;
+  TORCH_INTERNAL_ASSERT(width == 0 || tile_named(named_rows, width), "hopper::bmm: no ", named_rows, " x ", width,
+                        " tiles");
   const OperandLayout la = layout_a(p), lb = layout_b(p);
   const Plan chosen = plan(p, width, pair, store, rows);
   const int bm = chosen.bm, bn = chosen.bn, grid = chosen.grid;
