@@ -643,8 +643,9 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 
 # Every tile width by name, in every layout: 3 x 520 x 1000 over K = 200 has edge tiles in M, N (1000 is
 # no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
-# several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160); N = 1002 stores
-# directly at every width.
+# several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160), which store
+# their rows from registers 16 bytes at a time (N % 8 == 0); N = 1002 stores directly, 4 or 2 bytes at a
+# time, at every width.
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)

@@ -31,7 +31,7 @@
 // buffers out with evict-first 16-byte stores. When the output's rows are not 16-byte multiples (N % 8
 // != 0) neither can address it, and the consumers store straight from registers; so they do a split-K
 // slice's float partials, and every tile of a width that is not a multiple of 64 (96, 112, 160;
-// TileConfig).
+// TileConfig), 16 bytes a store where the rows allow it (store_tile_direct_wide).
 //
 // Split-K (splits > 1): the walk's batch index is split * batch + b, that split's k-blocks [split *
 // k_blocks, + k_blocks) of batch entry b (the past-K k-blocks of the last split are TMA's zeros), and
@@ -298,11 +298,68 @@ __device__ __forceinline__ void store_two(Out* p, float v0, float v1) {
   else *reinterpret_cast<uint32_t*>(p) = pack_pair<Out>(v0, v1);
 }
 
+// Four packed words v[j] of one row, columns 8 (4 g + j) + 2 q and + 1 in lane q of a quad (q = lane % 4),
+// transposed across the quad: lane q ends with lane j's v[q] in v[j], columns 8 (4 g + q) to + 7 in order.
+// Two exchanges, with lane q ^ 1 (the words whose j differs from q in bit 0) and then with lane q ^ 2 (bit 1).
+// Every lane of the warp must take part.
+__device__ __forceinline__ void transpose_quad(uint32_t (&v)[4]) {
+  const bool odd = threadIdx.x & 1, high = threadIdx.x & 2;
+  uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 1);
+  uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? v[2] : v[3], 1);
+  if (odd) v[0] = r0, v[2] = r1;
+  else v[1] = r0, v[3] = r1;
+  r0 = __shfl_xor_sync(0xffffffffu, high ? v[0] : v[2], 2);
+  r1 = __shfl_xor_sync(0xffffffffu, high ? v[1] : v[3], 2);
+  if (high) v[0] = r0, v[1] = r1;
+  else v[2] = r0, v[3] = r1;
+}
+
+// Straight from registers in T, 16 bytes a store, for the widths that are not staged (96, 112, 160) where
+// the output's rows are 16-byte multiples (N % 8 == 0, which TMA's stores ask too): each quad's four
+// lanes trade words (transpose_quad) so that a lane stores 8 adjacent outputs, and a warp's store is 8
+// rows of 64 bytes, where stores of 4 bytes made it 8 rows of 16. On an H200 the 4-byte stores cost a
+// one-wave product ~5 us, against TMA's stores from shared memory (NOTES.md, "Direct stores, 16 bytes at
+// a time"). 112's last two column groups of 8 are stored 4 bytes at a time.
+template <class T, int BN, int BM>
+__device__ __forceinline__ void store_tile_direct_wide(const float* acc, T* c, const GemmShape& shape,
+                                                       const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, q = lane % 4;
+  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
+  const int64_t col0 = int64_t(tc.tn) * BN;
+  T* c_batch = c + tc.batch * shape.m * shape.n;
+  constexpr int kGroups = BN / 32;  // of four column groups of 8
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + 8 * half;
+    T* c_row = c_batch + row * shape.n;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      uint32_t v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 4 * g + j;
+        v[j] = pack_pair<T>(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+      }
+      transpose_quad(v);  // by every lane, whether or not its row is past M
+      const int64_t col = col0 + 8 * (4 * g + q);
+      if (row < shape.m && col < shape.n) *reinterpret_cast<uint4*>(c_row + col) = make_uint4(v[0], v[1], v[2], v[3]);
+    }
+#pragma unroll
+    for (int i = 4 * kGroups; i < BN / 8; ++i) {
+      const int64_t col = col0 + 8 * i + 2 * q;
+      if (row < shape.m && col < shape.n) store_two(c_row + col, acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+    }
+  }
+}
+
 // Straight from registers, for outputs TMA cannot describe and for split-K partials: bounds-checked
-// stores of pairs (4 bytes of T, 8 of float) or single outputs.
+// stores of pairs (4 bytes of T, 8 of float) or single outputs; T in 16-byte stores where its rows allow.
 template <class Out, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, const GemmShape& shape,
                                                   const TileCoord& tc, int w) {
+  if constexpr (!std::is_same_v<Out, float>)
+    if (shape.n % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0)
+      return store_tile_direct_wide<Out, BN, BM>(acc, c, shape, tc, w);
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
   const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
