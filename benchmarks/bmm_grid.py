@@ -7,6 +7,9 @@
     python benchmarks/bmm_grid.py --report benchmarks/results/<gpu>.json --below-names slow.txt
                                                     # where each precision's gap lies; then re-time
     python benchmarks/bmm_grid.py --names slow.txt --rounds 3   # the one-round rows below 0.95x
+    python benchmarks/bmm_grid.py --report benchmarks/results/<gpu>.json --tiles 128x96,128x160 --tile-names on.txt
+                                                    # the rows on those tiles (after a change to their
+                                                    # kernel's speed, not to the routes), for --names
     python benchmarks/bmm_grid.py --routes benchmarks/results/<gpu>.json --prec tf32 --changed-names moved.txt
                                                     # times nothing: the rows whose path or tile this build
                                                     # changes (after a plan's change), to re-time with --names
@@ -407,10 +410,11 @@ def timing_rounds(row):
     return 1 if low == high else 2
 
 
-def report(path, precs, names_out=None):
+def report(path, precs, names_out=None, tiles=(), tile_names_out=None):
     """Prints the summary of a results file's grid rows and where each precision's gap lies (by kernel
     path and by shape source); with `names_out`, writes the names of the rows below 0.95x that were timed
-    in a single round (the ones a re-timing with --rounds 3 --names would settle). Returns those names."""
+    in a single round (the ones a re-timing with --rounds 3 --names would settle); with `tile_names_out`,
+    the names of the rows of `precs` whose tile is one of `tiles`. Returns the one-round names."""
     import json
     with open(path) as f:
         data = json.load(f)
@@ -428,6 +432,11 @@ def report(path, precs, names_out=None):
         with open(names_out, "w") as f:
             f.write("".join(name + "\n" for name in one_round))
         print(f"their names: {names_out}")
+    if tile_names_out:
+        on_tiles = [r["name"] for r in rows if r["name"].split()[2] in precs and r.get("tile") in tiles]
+        with open(tile_names_out, "w") as f:
+            f.write("".join(name + "\n" for name in on_tiles))
+        print(f"{len(on_tiles)} rows on tiles {', '.join(tiles)}: {tile_names_out}")
     return one_round
 
 
@@ -512,6 +521,10 @@ def parse_args(argv):
                         help="run nothing: summarize a results file's grid rows, by kernel path and by shape source")
     parser.add_argument("--below-names", metavar="FILE", default=None,
                         help="with --report: write the names of the rows below 0.95x timed in one round")
+    parser.add_argument("--tiles", default="", help="with --report and --tile-names: comma-separated tiles, "
+                        "as _bmm_tile names them (128x96)")
+    parser.add_argument("--tile-names", metavar="FILE", default=None,
+                        help="with --report: write the names of the rows on --tiles")
     parser.add_argument("--routes", metavar="RESULTS", default=None,
                         help="time nothing: list the selected cases whose path or tile on this build differ "
                              "from their rows in RESULTS")
@@ -531,7 +544,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
-        report(args.report, args.precs, args.below_names)
+        tiles = tuple(t.strip() for t in args.tiles.split(",") if t.strip())
+        if args.tile_names and not tiles:
+            sys.exit("bmm_grid.py: --tile-names needs --tiles")
+        report(args.report, args.precs, args.below_names, tiles, args.tile_names)
         return []
     cases = [c for c in grid_cases(args.precs, args.quick, args.k) if c.layout in args.layout_list]
     if args.names:

@@ -154,8 +154,10 @@ def test_grid_report_groups_rows_and_names_the_one_round_slow_ones(grid, tmp_pat
     rows = [row("grid bmm bf16 NN B=- M=64 N=64 K=64", 0.5, "mma-sync bf16 unaligned 4-byte", "random #1"),
             row("grid bmm bf16 TN B=- M=64 N=64 K=64", 0.8, "mma-sync bf16 unaligned 8-byte", "random #1",
                 spread=[0.7, 0.9]),  # timed in several rounds before rows recorded how many
-            row("grid bmm bf16 NT B=- M=64 N=64 K=64", 0.9, "hopper-wgmma", "linear d=768", rounds=3),
-            row("grid bmm bf16 TT B=- M=64 N=64 K=64", 2.0, "hopper-wgmma", "linear d=768", rounds=1),
+            {**row("grid bmm bf16 NT B=- M=64 N=64 K=64", 0.9, "hopper-wgmma", "linear d=768", rounds=3),
+             "tile": "128x96"},
+            {**row("grid bmm bf16 TT B=- M=64 N=64 K=64", 2.0, "hopper-wgmma", "linear d=768", rounds=1),
+             "tile": "128x160"},
             row("grid bmm fp64 NN B=- M=64 N=64 K=64", 0.6, "general: few output tiles", "small batched", rounds=1),
             {"name": "grid bmm fp64 TN B=- M=64 N=64 K=64", "failed": "RuntimeError: stand-in", "source": "small"},
             {"name": "cpu map exp fp32 2048x4096", "speedup": 0.1}]
@@ -172,6 +174,14 @@ def test_grid_report_groups_rows_and_names_the_one_round_slow_ones(grid, tmp_pat
     assert re.search(r"^fp64 +2 +0\.600x", out, re.M)  # the failed row counted, not averaged
     assert names.read_text().split("\n")[:-1] == ["grid bmm bf16 NN B=- M=64 N=64 K=64",
                                                   "grid bmm fp64 NN B=- M=64 N=64 K=64"]
+    # the rows on chosen tiles, whatever their speed, for re-timing after a kernel change
+    on = tmp_path / "on.txt"
+    grid.main(["--report", str(results), "--tiles", "128x160,64x64", "--tile-names", str(on)])
+    assert on.read_text().split("\n")[:-1] == ["grid bmm bf16 TT B=- M=64 N=64 K=64"]
+    grid.main(["--report", str(results), "--tiles", "128x96", "--tile-names", str(on), "--prec", "fp64"])
+    assert on.read_text() == ""
+    with pytest.raises(SystemExit):
+        grid.main(["--report", str(results), "--tile-names", str(on)])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
