@@ -104,3 +104,46 @@ def test_runs_from_another_directory(tmp_path):
     assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
     assert (tree / "kernel.cu").read_text() == SOURCE and not (tree / "build").exists()
     assert not any(elsewhere.iterdir())
+
+
+def _patch(tree, name, edits):
+    # a patch as `git diff` writes it (a/ and b/ prefixes), of each file's text to its edited text
+    lines = []
+    for path, old, new in edits:
+        lines += [f"--- a/{path}", f"+++ b/{path}", "@@ -1,2 +1,2 @@"]
+        lines += [f"-{line}" for line in old.splitlines()] + [f"+{line}" for line in new.splitlines()]
+    (tree / name).write_text("\n".join(lines) + "\n")
+    return name
+
+
+def test_a_patch_edits_several_files_for_the_variant_and_comes_off(tmp_path):
+    tree = _tree(tmp_path)
+    (tree / "sub").mkdir()
+    (tree / "sub" / "other.cuh").write_text("int y = 2;\nint z = 3;\n")
+    patch = _patch(tree, "change.diff", [("kernel.cu", SOURCE, "#pragma unroll(1)\nint x = 1;\n"),
+                                         ("sub/other.cuh", "int y = 2;\nint z = 3;\n", "int y = 5;\nint z = 3;\n")])
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+    env.update(BUILD_CMD="mkdir -p build && echo built >> builds.txt", OUT=str(tree / "out"))
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "--patch", patch, "sh", "-c",
+                             'echo "$AB_LABEL $(head -1 kernel.cu) $(head -1 sub/other.cuh)" >> seen.txt'],
+                            cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tree / "seen.txt").read_text().splitlines() == ["head #pragma unroll(4) int y = 2;",
+                                                          "variant #pragma unroll(1) int y = 5;"]
+    assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
+    assert (tree / "kernel.cu").read_text() == SOURCE
+    assert (tree / "sub" / "other.cuh").read_text() == "int y = 2;\nint z = 3;\n"
+    assert not (tree / "build").exists() and "applied" in result.stdout
+
+
+def test_a_patch_that_does_not_apply_is_refused_before_any_build(tmp_path):
+    tree = _tree(tmp_path)
+    stale = "#pragma unroll(8)\nint x = 1;\n"  # not kernel.cu's text
+    patch = _patch(tree, "stale.diff", [("kernel.cu", stale, "#pragma unroll(1)\nint x = 1;\n")])
+    for args in (["--patch", patch], ["--patch", "missing.diff"]):
+        result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), *args, "echo", "ran"], cwd=tree,
+                                capture_output=True, text=True, timeout=60,
+                                env=dict(os.environ, BUILD_CMD="echo built >> builds.txt", OUT=str(tree / "out")))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert not (tree / "builds.txt").exists() and "ran" not in result.stdout
+        assert (tree / "kernel.cu").read_text() == SOURCE

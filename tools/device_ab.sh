@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # An A/B of one source edit in one device call: build the tree as it is, run a command; apply a sed
-# expression to one file, rebuild (a warm rebuild recompiles only what the edit touches), run the same
-# command again; put the file back. The command sees AB_LABEL=head or AB_LABEL=variant, to name its
-# output files. Output goes to $OUT (or /tmp/tiles_out), build logs as build_<label>.log.
+# expression to one file (or a patch, to any files), rebuild (a warm rebuild recompiles only what the
+# edit touches), run the same command again; put the files back. The command sees AB_LABEL=head or
+# AB_LABEL=variant, to name its output files. Output goes to $OUT (or /tmp/tiles_out), build logs as
+# build_<label>.log.
 #   tools/device_ab.sh FILE SED_EXPR COMMAND...
+#   tools/device_ab.sh --patch PATCH COMMAND...      (PATCH as `git diff` writes it, applied with patch -p1)
 #   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(kRound == 1 \&\& kJ < 8 ? 4 : 1)/#pragma unroll(1)/' \
 #     sh -c 'python -P benchmarks/bmm_paths.py --dtype float32 --shape 3,113,3,4333,TN --out $OUT/$AB_LABEL.jsonl'
 #   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/variant.jsonl   # then, case by case
@@ -17,21 +19,38 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
-file=$1 expr=$2
+patch_file="" file="" expr=""
+if [ "$1" = --patch ]; then
+  patch_file=$(realpath -m "$2")
+  [ -f "$patch_file" ] || { echo "device_ab: no patch $2"; exit 2; }
+else
+  file=$1 expr=$2
+  [ -f "$file" ] || { echo "device_ab: no file $file"; exit 2; }
+fi
 shift 2
-[ -f "$file" ] || { echo "device_ab: no file $file"; exit 2; }
 export OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16}
 BUILD_CMD=${BUILD_CMD:-"python -m pip install --no-build-isolation --no-deps -v ."}
 t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
-cp "$file" "$saved"
-variant_built=0
-trap 'cp "$saved" "$file"; rm -f "$saved" "$edited"; [ $variant_built = 0 ] || rm -rf build' EXIT
+variant_built=0 applied=0
+restore() {
+  if [ -n "$patch_file" ]; then
+    [ $applied = 0 ] || patch -p1 -R --silent <"$patch_file" || echo "device_ab: could not reverse $patch_file"
+  else
+    cp "$saved" "$file"
+  fi
+}
+trap 'restore; rm -f "$saved" "$edited"; [ $variant_built = 0 ] || rm -rf build' EXIT
 # the edit is checked before any build: one that fails or matches nothing wastes none
-sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
-if cmp -s "$edited" "$saved"; then echo "device_ab: '$expr' changes nothing in $file"; exit 1; fi
+if [ -n "$patch_file" ]; then
+  patch -p1 --dry-run --silent <"$patch_file" >/dev/null || { echo "device_ab: $patch_file does not apply"; exit 2; }
+else
+  cp "$file" "$saved"
+  sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
+  if cmp -s "$edited" "$saved"; then echo "device_ab: '$expr' changes nothing in $file"; exit 1; fi
+fi
 
 build() {  # $1: label
   if ! bash -c "$BUILD_CMD" >"$OUT/build_$1.log" 2>&1; then
@@ -53,8 +72,14 @@ run() {  # $1: label; the rest: the command
 
 if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the head's"; else build head; fi
 run head "$@"
-cp "$edited" "$file"
-diff "$saved" "$file" | head -20
+if [ -n "$patch_file" ]; then
+  patch -p1 --silent <"$patch_file" || { echo "device_ab: $patch_file did not apply"; exit 2; }
+  applied=1
+  echo "device_ab: applied $patch_file to: $(sed -n 's|^+++ b/||p' "$patch_file" | tr '\n' ' ')"
+else
+  cp "$edited" "$file"
+  diff "$saved" "$file" | head -20
+fi
 variant_built=1
 build variant
 run variant "$@"
