@@ -147,3 +147,21 @@ def test_a_patch_that_does_not_apply_is_refused_before_any_build(tmp_path):
         assert result.returncode == 2, result.stdout + result.stderr
         assert not (tree / "builds.txt").exists() and "ran" not in result.stdout
         assert (tree / "kernel.cu").read_text() == SOURCE
+
+
+def test_a_patch_comes_off_after_a_failed_variant_build_and_a_tree_it_cannot_restore_fails(tmp_path):
+    tree = _tree(tmp_path)
+    patch = _patch(tree, "change.diff", [("kernel.cu", SOURCE, "#pragma unroll(1)\nint x = 1;\n")])
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+
+    def ab(build, command):
+        return subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "--patch", patch, "sh", "-c", command],
+                              cwd=tree, capture_output=True, text=True, timeout=60,
+                              env=dict(env, BUILD_CMD=build, OUT=str(tree / "out")))
+    result = ab("! grep -q 'unroll(1)' kernel.cu", "true")  # the variant does not build
+    assert result.returncode == 1 and "the variant build FAILED" in result.stdout
+    assert (tree / "kernel.cu").read_text() == SOURCE
+    # the variant's command edits a patched line, so the patch no longer comes off: the run fails
+    result = ab("true", '[ "$AB_LABEL" = head ] || sed -i "s/unroll(1)/unroll(2)/" kernel.cu')
+    assert result.returncode == 3 and "could not reverse" in result.stdout
+    assert not list(tree.glob("*.orig")) and not list(tree.glob("*.rej"))

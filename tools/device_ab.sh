@@ -5,7 +5,8 @@
 # AB_LABEL=variant, to name its output files. Output goes to $OUT (or /tmp/tiles_out), build logs as
 # build_<label>.log.
 #   tools/device_ab.sh FILE SED_EXPR COMMAND...
-#   tools/device_ab.sh --patch PATCH COMMAND...      (PATCH as `git diff` writes it, applied with patch -p1)
+#   tools/device_ab.sh --patch PATCH COMMAND...      (PATCH as `git diff` writes it, applied with git apply:
+#                                                      all of it or nothing; FILE and PATCH from the repo root)
 #   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(kRound == 1 \&\& kJ < 8 ? 4 : 1)/#pragma unroll(1)/' \
 #     sh -c 'python -P benchmarks/bmm_paths.py --dtype float32 --shape 3,113,3,4333,TN --out $OUT/$AB_LABEL.jsonl'
 #   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/variant.jsonl   # then, case by case
@@ -35,17 +36,25 @@ BUILD_CMD=${BUILD_CMD:-"python -m pip install --no-build-isolation --no-deps -v 
 t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
 variant_built=0 applied=0
-restore() {
+git_apply() { git -c safe.directory='*' apply "$@"; }  # outside a repository as well; the device's copies
+restore() {  # fails (and so does the script) when the tree could not be put back
   if [ -n "$patch_file" ]; then
-    [ $applied = 0 ] || patch -p1 -R --silent <"$patch_file" || echo "device_ab: could not reverse $patch_file"
+    [ $applied = 0 ] || git_apply -R "$patch_file" || { echo "device_ab: could not reverse $patch_file"; return 1; }
   else
     cp "$saved" "$file"
   fi
 }
-trap 'restore; rm -f "$saved" "$edited"; [ $variant_built = 0 ] || rm -rf build' EXIT
+finish() {
+  local rc=$?
+  restore || rc=3
+  rm -f "$saved" "$edited"
+  [ $variant_built = 0 ] || rm -rf build
+  exit $rc
+}
+trap finish EXIT
 # the edit is checked before any build: one that fails or matches nothing wastes none
 if [ -n "$patch_file" ]; then
-  patch -p1 --dry-run --silent <"$patch_file" >/dev/null || { echo "device_ab: $patch_file does not apply"; exit 2; }
+  git_apply --check "$patch_file" 2>/dev/null || { echo "device_ab: $patch_file does not apply"; exit 2; }
 else
   cp "$file" "$saved"
   sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
@@ -73,7 +82,7 @@ run() {  # $1: label; the rest: the command
 if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the head's"; else build head; fi
 run head "$@"
 if [ -n "$patch_file" ]; then
-  patch -p1 --silent <"$patch_file" || { echo "device_ab: $patch_file did not apply"; exit 2; }
+  git_apply "$patch_file" || { echo "device_ab: $patch_file did not apply"; exit 2; }
   applied=1
   echo "device_ab: applied $patch_file to: $(sed -n 's|^+++ b/||p' "$patch_file" | tr '\n' ' ')"
 else
