@@ -165,3 +165,29 @@ def test_a_patch_comes_off_after_a_failed_variant_build_and_a_tree_it_cannot_res
     result = ab("true", '[ "$AB_LABEL" = head ] || sed -i "s/unroll(1)/unroll(2)/" kernel.cu')
     assert result.returncode == 3 and "could not reverse" in result.stdout
     assert not list(tree.glob("*.orig")) and not list(tree.glob("*.rej"))
+
+
+def test_several_patches_run_one_after_another_on_the_heads_tree(tmp_path):
+    tree = _tree(tmp_path)
+    (tree / "other.cuh").write_text("int y = 2;\nint z = 3;\n")
+    one = _patch(tree, "unroll_one.diff", [("kernel.cu", SOURCE, "#pragma unroll(1)\nint x = 1;\n")])
+    five = _patch(tree, "y_five.diff", [("other.cuh", "int y = 2;\nint z = 3;\n", "int y = 5;\nint z = 3;\n")])
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+    env.update(BUILD_CMD="mkdir -p build && echo built >> builds.txt", OUT=str(tree / "out"))
+    command = 'echo "$AB_LABEL $(head -1 kernel.cu) $(head -1 other.cuh)" >> seen.txt'
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "--patch", one, "--patch", five,
+                             "sh", "-c", command], cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # each patch alone on the head's tree, named after its file
+    assert (tree / "seen.txt").read_text().splitlines() == ["head #pragma unroll(4) int y = 2;",
+                                                          "unroll_one #pragma unroll(1) int y = 2;",
+                                                          "y_five #pragma unroll(4) int y = 5;"]
+    assert (tree / "builds.txt").read_text().splitlines() == ["built"] * 3
+    assert (tree / "kernel.cu").read_text() == SOURCE and (tree / "other.cuh").read_text() == "int y = 2;\nint z = 3;\n"
+    # one patch of several that does not apply stops the call before any build
+    stale = _patch(tree, "stale.diff", [("kernel.cu", "#pragma unroll(8)\nint x = 1;\n", "int x = 1;\nint w;\n")])
+    (tree / "builds.txt").unlink()
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "--patch", one, "--patch", stale,
+                             "true"], cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2 and "does not apply" in result.stdout
+    assert not (tree / "builds.txt").exists()
