@@ -645,7 +645,8 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 # no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
 # several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160), which store
 # their rows from registers 16 bytes at a time (N % 8 == 0); N = 1002 stores directly, 4 or 2 bytes at a
-# time, at every width.
+# time, at every width. At 160 an N-major b (NN, TN) loads in five 32-column boxes under the 64-byte
+# swizzle; N = 1000 leaves the last tile's last boxes partly or wholly past N (zero-filled).
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)
@@ -823,7 +824,8 @@ def test_hopper_streaming_store(dtype, n, width, layouts):
 # Few output tiles over a long K: the 16-bit kernel splits K (bmm/hopper.cu `plan`, costed per split
 # count) and each slice's float partials are summed in slice order. One tile over K = 8192 (two 96-wide
 # ones where b is K-major) takes 8 slices on any GPU of 8 or more SMs; on 132 SMs 2 x 200 x 131 over K = 4100 takes 8 (edge tiles in M and N, an
-# odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 five.
+# odd N: single-element partial stores, a K tail in the last slice) and 300 x 264 over K = 3000 five. Where
+# N % 4 == 0 (128, 264) the partials are stored 16 bytes at a time (store_partials_wide).
 HALF_SPLIT_K_SHAPES = [(1, 128, 128, 8192), (2, 200, 131, 4100), (1, 300, 264, 3000)]
 
 

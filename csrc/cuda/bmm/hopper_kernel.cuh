@@ -60,6 +60,12 @@ struct GemmShape {
   Store store;                    // Store::tma, tma_whole_tile: the output is described by map_c
 };
 
+// An N-major b at 160 columns arrives in five 32-column boxes under the 64-byte swizzle (PTX's canonical
+// MN-major layout for that swizzle, read by one n160 wgmma a k16 step), where three 64-column boxes under
+// the 128-byte swizzle load 24 KiB a k-block for the 20 it multiplies, read as 2.5 column blocks. The
+// host's tensor map and the kernel both ask this. (At 96 the same took 4-8% off but stayed behind 128.)
+__host__ __device__ constexpr bool b_in_narrow_boxes(int bn, bool b_mn_major) { return bn == 160 && b_mn_major; }
+
 template <int BN, bool kWholeTile = false, int kRows = 128>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
@@ -93,7 +99,9 @@ struct TileConfig {
   static constexpr int kBBytes = kBBoxes * 64 * BK * 2;  // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
   // The bytes TMA writes into a stage, which its `full` barrier waits for.
-  static constexpr uint32_t loaded_bytes(bool trans_b) { return kABytes + (trans_b ? kBBoxes * 64 : BN) * BK * 2; }
+  static constexpr uint32_t loaded_bytes(bool trans_b) {
+    return kABytes + (trans_b && !b_in_narrow_boxes(BN, true) ? kBBoxes * 64 : BN) * BK * 2;
+  }
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
@@ -352,14 +360,45 @@ __device__ __forceinline__ void store_tile_direct_wide(const float* acc, T* c, c
   }
 }
 
+// Split-K's float partials 16 bytes a store (N % 4 == 0): lanes q and q ^ 1 trade the pairs of columns
+// 8 i + 2 q for i = 2 g + 1 (even q) or 2 g (odd q), so that each holds four adjacent floats.
+template <int BN, int BM>
+__device__ __forceinline__ void store_partials_wide(const float* acc, float* c, const GemmShape& shape,
+                                                    const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, q = lane % 4;
+  const bool odd = q & 1;
+  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
+  const int64_t col0 = int64_t(tc.tn) * BN + 2 * (q & 2);
+  float* c_batch = c + tc.batch * shape.m * shape.n;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + 8 * half;
+    float* c_row = c_batch + row * shape.n;
+#pragma unroll
+    for (int g = 0; g < BN / 16; ++g) {
+      const float* mine = acc + 4 * (2 * g) + 2 * half;       // columns 8 (2 g) + 2 q, + 1
+      const float* next = acc + 4 * (2 * g + 1) + 2 * half;   // columns 8 (2 g + 1) + 2 q, + 1
+      const float s0 = __shfl_xor_sync(0xffffffffu, odd ? mine[0] : next[0], 1);
+      const float s1 = __shfl_xor_sync(0xffffffffu, odd ? mine[1] : next[1], 1);
+      const int64_t col = col0 + 8 * (2 * g + (odd ? 1 : 0));
+      const float4 v = odd ? make_float4(s0, s1, next[0], next[1]) : make_float4(mine[0], mine[1], s0, s1);
+      if (row < shape.m && col < shape.n) *reinterpret_cast<float4*>(c_row + col) = v;
+    }
+  }
+}
+
 // Straight from registers, for outputs TMA cannot describe and for split-K partials: bounds-checked
 // stores of pairs (4 bytes of T, 8 of float) or single outputs; T in 16-byte stores where its rows allow.
 template <class Out, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, const GemmShape& shape,
                                                   const TileCoord& tc, int w) {
-  if constexpr (!std::is_same_v<Out, float>)
+  if constexpr (!std::is_same_v<Out, float>) {
     if (shape.n % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0)
       return store_tile_direct_wide<Out, BN, BM>(acc, c, shape, tc, w);
+  } else {
+    if (shape.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0)
+      return store_partials_wide<BN, BM>(acc, c, shape, tc, w);
+  }
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
   const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
@@ -385,17 +424,18 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
 }
 
 // One operand's part of a stage, kRows rows (BM of a, BN of b) by 64 k, completing on `bar`: MN-major, in
-// kBoxes 64-wide boxes at (outer0 + 64 j, k0); K-major, one box of kRows rows at (k0, outer0). Where a
+// kBoxes boxes kWidth wide at (outer0 + kWidth j, k0); K-major, one box of kRows rows at (k0, outer0). Where a
 // pair of blocks shares the operand (kShared), this block loads its half into both: alternate boxes, or
 // half the rows (the host's tensor map makes a K-major box half as tall), `half` being its rank.
-template <bool kMnMajor, bool kShared, int kBoxes, int kRows>
+template <bool kMnMajor, bool kShared, int kBoxes, int kRows, int kWidth = 64>
 __device__ __forceinline__ void load_operand(uint32_t at, const CUtensorMap* map, uint32_t bar, int outer0, int k0,
                                              int batch, int half) {
   if constexpr (kMnMajor) {
 #pragma unroll
     for (int j = 0; j < kBoxes; ++j) {
-      if constexpr (!kShared) tma_load_3d(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
-      else if (j % 2 == half) tma_load_3d_to_pair(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
+      // A box is 64 k-rows of kWidth 16-bit elements: kWidth * 128 bytes.
+      if constexpr (!kShared) tma_load_3d(at + j * kWidth * 128, map, bar, outer0 + kWidth * j, k0, batch);
+      else if (j % 2 == half) tma_load_3d_to_pair(at + j * kWidth * 128, map, bar, outer0 + kWidth * j, k0, batch);
     }
   } else if constexpr (!kShared) {
     tma_load_3d(at, map, bar, k0, outer0, batch);
@@ -413,6 +453,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   static_assert(kRows == 128 || kPair == Pair::none, "tall and small tiles run as single blocks");
   using Cfg = TileConfig<BN, kWholeTile, kRows>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
+  constexpr bool kNarrowB = b_in_narrow_boxes(BN, kTransB);  // 32-column boxes, 64-byte swizzle
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries.
@@ -471,7 +512,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
           const int k0 = k_first + k_in_split;
           const uint32_t a_at = stages_at + s * Cfg::kStageBytes, b_at = a_at + Cfg::kABytes, bar = full_at + 8 * s;
           load_operand<kTransA, kPair == Pair::share_a, BM / 64, BM>(a_at, &map_a, bar, m0, k0, ba, half);
-          load_operand<kTransB, kPair == Pair::share_b, Cfg::kBBoxes, BN>(b_at, &map_b, bar, n0, k0, bb, half);
+          load_operand<kTransB, kPair == Pair::share_b, kNarrowB ? BN / 32 : Cfg::kBBoxes, BN, kNarrowB ? 32 : 64>(
+              b_at, &map_b, bar, n0, k0, bb, half);
         };
       }, first, stride);
     }
@@ -521,8 +563,10 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
         const uint64_t da = kTransA ? smem_descriptor(a + kk * 2 * kGroup, kBox, kGroup)
                                     : smem_descriptor(a + kk * 32, 0, kGroup);
-        const uint64_t db = kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
-                                    : smem_descriptor(b + kk * 32, 0, kGroup);
+        // Narrow boxes: 64-byte rows, so 16 k = 1024 bytes, 8-row groups 512 apart, boxes 4 KiB apart.
+        const uint64_t db = kNarrowB  ? smem_descriptor_64b(b + kk * 1024, kBox / 2, kGroup / 2)
+                            : kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
+                                      : smem_descriptor(b + kk * 32, 0, kGroup);
         wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
       }
       wgmma_commit();
