@@ -659,6 +659,21 @@ def test_hopper_tile_width_by_name(dtype, width, layouts):
         assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
 
 
+# An odd N (an LM head's vocabulary of 50257) leaves every other output row aligned to a pair of
+# outputs: the registers' stores write those rows two at a time and the others one at a time (the
+# output's rows are no 16-byte multiples, so no width stores through TMA). M = 521 is odd too, so the batch
+# entries start alternately on even and odd positions and the rows' parity flips between them.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("width", HOPPER_WIDTHS)
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_hopper_odd_n_rows_by_name(dtype, width, layouts):
+    hopper_expected()
+    path = f"hopper-{width}"
+    a, b = operands(layouts, 3, 521, 1001, 200, dtype)
+    assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
+
+
 # The same names where K splits (few tiles over K = 8192; the cost model's 64-, 96- and 112-wide k-blocks
 # are taken in proportion to the width) and where N is below the width (N = 40: one partial tile column).
 @requires_cuda

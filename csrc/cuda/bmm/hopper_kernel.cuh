@@ -403,12 +403,15 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
   const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
   const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
   Out* c_batch = c + tc.batch * shape.m * shape.n;
-  const bool pairs = shape.n % 2 == 0;  // then (row, even col) pairs are aligned to two outputs
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + 8 * half;
     if (row >= shape.m) continue;
     Out* c_row = c_batch + row * shape.n;
+    // (row, even col) pairs are aligned to two outputs where the row starts so: every row when N is even,
+    // every other one when it is odd (an LM head's vocabulary of 50257), which then stores half its
+    // outputs two at a time instead of none.
+    const bool pairs = reinterpret_cast<uintptr_t>(c_row) % (2 * sizeof(Out)) == 0;
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
       const int64_t col = col0 + 8 * i;
