@@ -72,10 +72,10 @@ struct TileConfig {
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
   // that a block has no next mainloop to hide a staged store under (split-K may add waves), and 96 for
   // one-wave products with a K-major b over a long K; 112 runs by name only (bmm/hopper.cu tile_width).
-  // An N-major b of these widths is read by wgmma as 1.5 (96), 1.75 (112) or 2.5 (160) of the
-  // 128-byte-swizzled 64-column blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take
-  // the 64-byte swizzle), but what the H200 computes correctly in every layout
-  // (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
+  // An N-major b of 96 or 112 columns is read by wgmma as 1.5 or 1.75 of the 128-byte-swizzled 64-column
+  // blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take the 64-byte swizzle), but what
+  // the H200 computes correctly in every layout (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
+  // At 160 it arrives in five 32-column boxes under the 64-byte swizzle (b_in_narrow_boxes).
   static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 64, 96, 112, 128, 160, 192 or 256 columns wide");
   static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
