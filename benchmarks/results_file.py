@@ -18,19 +18,25 @@ RESULTS_DIR = os.path.join(HERE, "results")
 def git_commit(root=os.path.join(HERE, "..")):
     """The checked-out commit: $TILES_COMMIT, else git's (with "+dirty" when tracked files differ from it:
     an A/B's patch applied, or a copy of the tree whose .git is older than its files, as the device
-    machine's copy has been), else read from .git directly."""
-    if os.environ.get("TILES_COMMIT"):
-        return os.environ["TILES_COMMIT"]
+    machine's copy has been), else read from .git directly. $TILES_COMMIT naming the very commit git's
+    dirty tree sits on gets "+dirty" too: a script that set it from that copy's git (the thirty-seventh
+    session's did, and its rows named the session's first commit)."""
     git = ["git", "-c", "safe.directory=*"]
+    given = os.environ.get("TILES_COMMIT")
     try:
         out = subprocess.run(git + ["rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
         if out.returncode == 0:
             status = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], cwd=root,
                                     capture_output=True, text=True)
             dirty = status.returncode == 0 and status.stdout.strip() != ""
-            return out.stdout.strip() + ("+dirty" if dirty else "")
+            head = out.stdout.strip()
+            if given:
+                return given + ("+dirty" if dirty and given == head else "")
+            return head + ("+dirty" if dirty else "")
     except OSError:
         pass
+    if given:
+        return given
     git_dir = os.path.join(root, ".git")
     try:
         head = open(os.path.join(git_dir, "HEAD")).read().strip()

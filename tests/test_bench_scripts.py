@@ -405,6 +405,11 @@ def test_results_rows_name_the_commit_and_a_tree_that_differs_from_it(tmp_path, 
     assert results_file.git_commit(str(tmp_path)) == head + "+dirty"
     monkeypatch.setenv("TILES_COMMIT", "abc1234")
     assert results_file.git_commit(str(tmp_path)) == "abc1234"
+    # ...unless it names the commit the dirty tree sits on (set from the copy's own git)
+    monkeypatch.setenv("TILES_COMMIT", head)
+    assert results_file.git_commit(str(tmp_path)) == head + "+dirty"
+    (tmp_path / "kernel.cu").write_text("one\n")
+    assert results_file.git_commit(str(tmp_path)) == head
 
 
 def _results_file(folder, rows):
