@@ -645,8 +645,11 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 # no multiple of any width) and K, and at 96 or 112 columns more tiles than 132 SMs, so blocks walk
 # several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160), which store
 # their rows from registers 16 bytes at a time (N % 8 == 0); N = 1002 stores directly, 4 or 2 bytes at a
-# time, at every width. At 160 an N-major b (NN, TN) loads in five 32-column boxes under the 64-byte
-# swizzle; N = 1000 leaves the last tile's last boxes partly or wholly past N (zero-filled).
+# time, at every width; so does an odd N (an LM head's vocabulary of 50257), two at a time on every other
+# row only, where the row starts aligned to a pair: with M = 521 odd too, the batch entries start
+# alternately on even and odd positions and the rows' parity flips between them. At 160 an N-major b (NN,
+# TN) loads in five 32-column boxes under the 64-byte swizzle; N = 1000 leaves the last tile's last boxes
+# partly or wholly past N (zero-filled).
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)
@@ -654,24 +657,9 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 def test_hopper_tile_width_by_name(dtype, width, layouts):
     hopper_expected()
     path = f"hopper-{width}"
-    for n in (1000, 1002):
-        a, b = operands(layouts, 3, 520, n, 200, dtype)
-        assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
-
-
-# An odd N (an LM head's vocabulary of 50257) leaves every other output row aligned to a pair of
-# outputs: the registers' stores write those rows two at a time and the others one at a time (the
-# output's rows are no 16-byte multiples, so no width stores through TMA). M = 521 is odd too, so the batch
-# entries start alternately on even and odd positions and the rows' parity flips between them.
-@requires_cuda
-@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
-@pytest.mark.parametrize("width", HOPPER_WIDTHS)
-@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
-def test_hopper_odd_n_rows_by_name(dtype, width, layouts):
-    hopper_expected()
-    path = f"hopper-{width}"
-    a, b = operands(layouts, 3, 521, 1001, 200, dtype)
-    assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=path)
+    for m, n in ((520, 1000), (520, 1002), (521, 1001)):
+        a, b = operands(layouts, 3, m, n, 200, dtype)
+        assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=f"{path} M={m} N={n}")
 
 
 # The same names where K splits (few tiles over K = 8192; the cost model's 64-, 96- and 112-wide k-blocks
