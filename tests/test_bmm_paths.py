@@ -647,9 +647,7 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 # their rows from registers 16 bytes at a time (N % 8 == 0); N = 1002 stores directly, 4 or 2 bytes at a
 # time, at every width; so does an odd N (an LM head's vocabulary of 50257), two at a time on every other
 # row only, where the row starts aligned to a pair: with M = 521 odd too, the batch entries start
-# alternately on even and odd positions and the rows' parity flips between them. At 160 an N-major b (NN,
-# TN) loads in five 32-column boxes under the 64-byte swizzle; N = 1000 leaves the last tile's last boxes
-# partly or wholly past N (zero-filled).
+# alternately on even and odd positions and the rows' parity flips between them.
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)

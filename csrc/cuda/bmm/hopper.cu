@@ -330,9 +330,7 @@ void bmm(const BmmProblem& p, int width, Pair pair, std::optional<Store> store, 
   // A M-major a is loaded in BM / 64 boxes of 64 rows; B N-major in BN / 64 boxes, rounded up
   // (bmm/hopper_kernel.cuh). A paired block loads half the rows of a K-major shared operand's box.
   const CUtensorMap ma = tensor_map(p.a, la, la.mn_major ? kBox : chosen.pair == Pair::share_a ? 64 : bm);
-  const CUtensorMap mb = b_in_narrow_boxes(bn, lb.mn_major)
-                             ? tensor_map(p.b, lb, kBox, 64)
-                             : tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
+  const CUtensorMap mb = tensor_map(p.b, lb, lb.mn_major ? kBox : chosen.pair == Pair::share_b ? bn / 2 : bn);
   CUtensorMap mc{};  // unused (zeros) unless TMA stores the output
   if (bulk_stores(s.store)) mc = tensor_map(p.out, chosen.out, kBox);
   const bool ta = la.mn_major, tb = lb.mn_major;

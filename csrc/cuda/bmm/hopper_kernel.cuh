@@ -60,22 +60,16 @@ struct GemmShape {
   Store store;                    // Store::tma, tma_whole_tile: the output is described by map_c
 };
 
-// An N-major b at 160 columns arrives in five 32-column boxes under the 64-byte swizzle (PTX's canonical
-// MN-major layout for that swizzle, read by one n160 wgmma a k16 step), where three 64-column boxes under
-// the 128-byte swizzle load 24 KiB a k-block for the 20 it multiplies, read as 2.5 column blocks. The
-// host's tensor map and the kernel both ask this. (At 96 the same took 4-8% off but stayed behind 128.)
-__host__ __device__ constexpr bool b_in_narrow_boxes(int bn, bool b_mn_major) { return bn == 160 && b_mn_major; }
-
 template <int BN, bool kWholeTile = false, int kRows = 128>
 struct TileConfig {
   // 64-column multiples stage their output in whole 64-column chunks (the epilogue above); the others
   // (96, 112, 160) store straight from registers. bmm picks 160 only where its tiles fill one wave, so
   // that a block has no next mainloop to hide a staged store under (split-K may add waves), and 96 for
   // one-wave products with a K-major b over a long K; 112 runs by name only (bmm/hopper.cu tile_width).
-  // An N-major b of 96 or 112 columns is read by wgmma as 1.5 or 1.75 of the 128-byte-swizzled 64-column
-  // blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take the 64-byte swizzle), but what
-  // the H200 computes correctly in every layout (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
-  // At 160 it arrives in five 32-column boxes under the 64-byte swizzle (b_in_narrow_boxes).
+  // An N-major b of these widths is read by wgmma as 1.5 (96), 1.75 (112) or 2.5 (160) of the
+  // 128-byte-swizzled 64-column blocks: not one of PTX's canonical MN-major layouts (CUTLASS would take
+  // the 64-byte swizzle), but what the H200 computes correctly in every layout
+  // (tests/test_bmm_paths.py test_hopper_tile_width_by_name).
   static_assert(BN == 64 || BN == 96 || BN == 112 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
                 "Hopper bmm tiles are 64, 96, 112, 128, 160, 192 or 256 columns wide");
   static_assert(!kWholeTile || BN == 256, "whole-tile store buffers are built for 256-wide tiles only");
@@ -99,9 +93,7 @@ struct TileConfig {
   static constexpr int kBBytes = kBBoxes * 64 * BK * 2;  // 8, 16, 24 or 32 KiB
   static constexpr int kStageBytes = kABytes + kBBytes;
   // The bytes TMA writes into a stage, which its `full` barrier waits for.
-  static constexpr uint32_t loaded_bytes(bool trans_b) {
-    return kABytes + (trans_b && !b_in_narrow_boxes(BN, true) ? kBBoxes * 64 : BN) * BK * 2;
-  }
+  static constexpr uint32_t loaded_bytes(bool trans_b) { return kABytes + (trans_b ? kBBoxes * 64 : BN) * BK * 2; }
   static constexpr int kChunkBytes = 64 * 64 * 2;      // one output box: 64 rows x 64 columns
   // Output chunk buffers per consumer, one store group. At BN = 256 two, half a tile, which leaves room
   // for a 4th stage, which long K wants; at BN = 128 the whole tile in one group (faster than chunk by
@@ -427,18 +419,17 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
 }
 
 // One operand's part of a stage, kRows rows (BM of a, BN of b) by 64 k, completing on `bar`: MN-major, in
-// kBoxes boxes kWidth wide at (outer0 + kWidth j, k0); K-major, one box of kRows rows at (k0, outer0). Where a
+// kBoxes 64-wide boxes at (outer0 + 64 j, k0); K-major, one box of kRows rows at (k0, outer0). Where a
 // pair of blocks shares the operand (kShared), this block loads its half into both: alternate boxes, or
 // half the rows (the host's tensor map makes a K-major box half as tall), `half` being its rank.
-template <bool kMnMajor, bool kShared, int kBoxes, int kRows, int kWidth = 64>
+template <bool kMnMajor, bool kShared, int kBoxes, int kRows>
 __device__ __forceinline__ void load_operand(uint32_t at, const CUtensorMap* map, uint32_t bar, int outer0, int k0,
                                              int batch, int half) {
   if constexpr (kMnMajor) {
 #pragma unroll
     for (int j = 0; j < kBoxes; ++j) {
-      // A box is 64 k-rows of kWidth 16-bit elements: kWidth * 128 bytes.
-      if constexpr (!kShared) tma_load_3d(at + j * kWidth * 128, map, bar, outer0 + kWidth * j, k0, batch);
-      else if (j % 2 == half) tma_load_3d_to_pair(at + j * kWidth * 128, map, bar, outer0 + kWidth * j, k0, batch);
+      if constexpr (!kShared) tma_load_3d(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
+      else if (j % 2 == half) tma_load_3d_to_pair(at + j * 64 * 128, map, bar, outer0 + 64 * j, k0, batch);
     }
   } else if constexpr (!kShared) {
     tma_load_3d(at, map, bar, k0, outer0, batch);
@@ -456,7 +447,6 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   static_assert(kRows == 128 || kPair == Pair::none, "tall and small tiles run as single blocks");
   using Cfg = TileConfig<BN, kWholeTile, kRows>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK, kStages = Cfg::kStages;
-  constexpr bool kNarrowB = b_in_narrow_boxes(BN, kTransB);  // 32-column boxes, 64-byte swizzle
 
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries.
@@ -515,8 +505,7 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
           const int k0 = k_first + k_in_split;
           const uint32_t a_at = stages_at + s * Cfg::kStageBytes, b_at = a_at + Cfg::kABytes, bar = full_at + 8 * s;
           load_operand<kTransA, kPair == Pair::share_a, BM / 64, BM>(a_at, &map_a, bar, m0, k0, ba, half);
-          load_operand<kTransB, kPair == Pair::share_b, kNarrowB ? BN / 32 : Cfg::kBBoxes, BN, kNarrowB ? 32 : 64>(
-              b_at, &map_b, bar, n0, k0, bb, half);
+          load_operand<kTransB, kPair == Pair::share_b, Cfg::kBBoxes, BN>(b_at, &map_b, bar, n0, k0, bb, half);
         };
       }, first, stride);
     }
@@ -566,10 +555,8 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
         // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
         const uint64_t da = kTransA ? smem_descriptor(a + kk * 2 * kGroup, kBox, kGroup)
                                     : smem_descriptor(a + kk * 32, 0, kGroup);
-        // Narrow boxes: 64-byte rows, so 16 k = 1024 bytes, 8-row groups 512 apart, boxes 4 KiB apart.
-        const uint64_t db = kNarrowB  ? smem_descriptor_64b(b + kk * 1024, kBox / 2, kGroup / 2)
-                            : kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
-                                      : smem_descriptor(b + kk * 32, 0, kGroup);
+        const uint64_t db = kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
+                                    : smem_descriptor(b + kk * 32, 0, kGroup);
         wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
       }
       wgmma_commit();

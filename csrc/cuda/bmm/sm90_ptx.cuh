@@ -177,15 +177,6 @@ __device__ __forceinline__ uint64_t smem_descriptor(uint32_t tile, uint32_t lead
   desc |= uint64_t(1) << 62;  // swizzle mode 1: 128-byte swizzle
   return desc;
 }
-// The same for a tile stored with the 64-byte swizzle (rows of 64 bytes; for an MN-major tile, column
-// blocks of 32 16-bit elements `leading_bytes` apart and groups of 8 k-rows `stride_bytes` apart).
-__device__ __forceinline__ uint64_t smem_descriptor_64b(uint32_t tile, uint32_t leading_bytes, uint32_t stride_bytes) {
-  uint64_t desc = (tile & 0x3FFFF) >> 4;
-  desc |= uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
-  desc |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
-  desc |= uint64_t(2) << 62;  // swizzle mode 2: 64-byte swizzle
-  return desc;
-}
 __device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes, uint32_t stride_bytes) {
   return smem_descriptor(smem_addr(tile), leading_bytes, stride_bytes);
 }

@@ -81,17 +81,15 @@ OperandLayout output_layout(const BmmProblem& p) {
   return l;
 }
 
-CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_outer, int swizzle_bytes) {
-  TILES_CHECK(swizzle_bytes == 128 || swizzle_bytes == 64, "tiles::bmm: no ", swizzle_bytes, "-byte swizzle");
+CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_outer) {
   CUtensorMap map;
   const int64_t elem = int64_t(t.element_size());
   const cuuint64_t dims[3] = {cuuint64_t(l.inner), cuuint64_t(l.outer), cuuint64_t(l.batch)};
   const cuuint64_t strides[2] = {cuuint64_t(l.outer_stride * elem), cuuint64_t(l.batch_stride * elem)};  // bytes
-  const cuuint32_t box[3] = {cuuint32_t(swizzle_bytes / elem), cuuint32_t(box_outer), 1};
+  const cuuint32_t box[3] = {cuuint32_t(box_inner(t)), cuuint32_t(box_outer), 1};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r = encode_tiled()(&map, tma_type(t), 3, const_cast<void*>(t.const_data_ptr()), dims, strides, box,
-                                    unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                                    unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TILES_CHECK(r == CUDA_SUCCESS, "tiles::bmm: cuTensorMapEncodeTiled failed with CUresult ", int(r),
               " for an operand of shape ", t.sizes(), " and strides ", t.strides());

@@ -33,9 +33,9 @@ const char* hopper_unsuitable(const BmmProblem& p);
 // hopper_unsuitable's reasons, and an operand TMA cannot address; nullptr when TMA can load both.
 const char* tma_unsuitable(const BmmProblem& p);
 
-// A map whose boxes are [1][box_outer][swizzle_bytes of inner elements], stored in shared memory with the
-// 128-byte swizzle (or the 64-byte one, where swizzle_bytes is 64); zero fill outside the tensor.
-CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_outer, int swizzle_bytes = 128);
+// A map whose boxes are [1][box_outer][128 bytes of inner elements], stored in shared memory with the
+// 128-byte swizzle; zero fill outside the tensor.
+CUtensorMap tensor_map(const at::Tensor& t, const OperandLayout& l, int box_outer);
 
 // Elements of `t`'s dtype in one 128-byte swizzle row: a box's inner extent.
 inline int box_inner(const at::Tensor& t) { return 128 / int(t.element_size()); }
