@@ -1230,7 +1230,8 @@ def unaligned_operand(layout, batch, rows, cols, dtype, step=1):
 
 
 # Shapes for the unaligned loads: partial tiles, K past the stage ring (128 x 128 x 32 tiles,
-# 3-4 stages), one row or column, K of one.
+# 3-4 stages), one row or column, K of one. N = 257 and 523 are odd: the outputs go out in pairs on every
+# other row only (and 2 x 129 x 257 starts its second matrix on an odd position), 130 in pairs throughout.
 UNALIGNED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 130, 1), (1, 300, 523, 1001),
                     (4, 64, 64, 64)]
 UNALIGNED_KINDS = list(MMA_KINDS)
@@ -1302,6 +1303,23 @@ def test_mma_path_unaligned(kind_step, shape, layouts):
     if 1 in (m, n, k):  # a dim of size 1 leaves either order to the classifier, and its stride is not ours
         names |= {unaligned_path_name(kind, 1), unaligned_path_name(kind, 2)}
     check_mma_kind(kind, a, b, unaligned_bmm_paths(kind, a, b, names))
+
+
+# One 16-bit operand 2-byte aligned (register loads) beside a 16-byte aligned one (cp.async copies: the
+# mixed kernels of bmm/mma.cu's launch_width), either way round, in every layout: an LM head's odd
+# vocabulary beside aligned activations. The path names the narrower width.
+@requires_cuda
+@pytest.mark.parametrize("odd", ["a", "b"])
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+@pytest.mark.parametrize("shape", [(2, 129, 257, 72), (1, 300, 523, 1001)], ids=["2x129x257x72", "1x300x523x1001"])
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_mma_path_one_operand_unaligned(dtype, shape, layouts, odd):
+    mma_expected()
+    batch, m, n, k = shape
+    kind = (dtype, "highest")
+    a = unaligned_operand(layouts[0], batch, m, k, dtype, 1) if odd == "a" else mma_operand(layouts[0], batch, m, k, dtype)
+    b = unaligned_operand(layouts[1], batch, k, n, dtype, 1) if odd == "b" else mma_operand(layouts[1], batch, k, n, dtype)
+    check_mma_kind(kind, a, b, {unaligned_path_name(kind, 1)})
 
 
 def eight_byte_operand(layout, batch, rows, cols, dtype):

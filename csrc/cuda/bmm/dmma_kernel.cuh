@@ -191,9 +191,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
     __syncthreads();  // the next batch's first copies reuse the buffers
 
     // Lane's outputs (M16N8Accumulator): tile (i, j)'s accumulators 2h and 2h + 1 are the neighbours
-    // at row 16 i + g + 8 h, column 8 j + 2 q of the warp tile: one 16-byte store when aligned.
+    // at row 16 i + g + 8 h, column 8 j + 2 q of the warp tile: one 16-byte store where the pair is
+    // aligned (every pair of an even N, every other row's of an odd one).
     double* c = static_cast<double*>(p.c) + z * p.m * p.n;
-    const bool pairs = p.n % 2 == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
           const int64_t col = n0 + wn0 + 8 * j + 2 * q;
           double* out = c + row * p.n + col;
           const double v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-          if (pairs && col + 1 < p.n) {
+          if (col + 1 < p.n && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
             *reinterpret_cast<double2*>(out) = make_double2(v0, v1);
           } else {
             if (col < p.n) out[0] = v0;

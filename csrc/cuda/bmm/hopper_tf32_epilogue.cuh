@@ -79,8 +79,9 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
         if (q < shape.q) c_batch[q * ld + p] = v0;
         if (q + 1 < shape.q) c_batch[(q + 1) * ld + p] = v1;
       } else {
+        // q is even: the pair is aligned where the row is (every row of an even N, every other of an odd one)
         float* dst = c_batch + p * ld + q;
-        if (q + 1 < shape.q && ld % 2 == 0) {
+        if (q + 1 < shape.q && reinterpret_cast<uintptr_t>(dst) % 8 == 0) {
           *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
         } else {
           if (q < shape.q) dst[0] = v0;

@@ -17,7 +17,7 @@
 
 namespace tiles::cuda::mma {
 
-template <class Atom, TileSize kSize, bool kMnA, bool kMnB, int kCopyBytes>
+template <class Atom, TileSize kSize, bool kMnA, bool kMnB, int kCopyA, int kCopyB>
 void launch(const Params<typename Atom::Elem>& p);
 
 }  // namespace tiles::cuda::mma
@@ -40,14 +40,18 @@ constexpr bool narrower_copies(bool three_pass, int width, bool a_mn_major) {
   return three_pass && width == 8 && !a_mn_major;
 }
 
-// The kernels that are built: kernel_copy_width below never asks for another.
-template <class Atom, bool kMnA, bool kMnB, int kCopyBytes>
+// The kernels that are built: kernel_copy_width below never asks for another, and launch_width asks for
+// two widths only of 16-bit atoms, 2 and 16.
+template <class Atom, bool kMnA, bool kMnB, int kCopyA, int kCopyB>
 void launch_kind(const Params<typename Atom::Elem>& q, TileSize size) {
+  constexpr int kCopyBytes = std::min(kCopyA, kCopyB);
   if constexpr (narrower_copies(std::is_same_v<Atom, Tf32x3>, kCopyBytes, kMnA)) {
     TILES_CHECK(false, "tiles::bmm: the 3xTF32 mma.sync kernel with 8-byte copies of a K-major a is not built");
+  } else if constexpr (kCopyA != kCopyB && (sizeof(typename Atom::Elem) != 2 || kCopyBytes != 2)) {
+    TILES_CHECK(false, "tiles::bmm: mixed copy widths are built for 16-bit operands, 2 and 16 bytes, only");
   } else if constexpr (!std::is_same_v<Atom, F64>) {
-    if (size == TileSize::small) launch<Atom, TileSize::small, kMnA, kMnB, kCopyBytes>(q);
-    else launch<Atom, TileSize::large, kMnA, kMnB, kCopyBytes>(q);
+    if (size == TileSize::small) launch<Atom, TileSize::small, kMnA, kMnB, kCopyA, kCopyB>(q);
+    else launch<Atom, TileSize::large, kMnA, kMnB, kCopyA, kCopyB>(q);
   } else if constexpr (kCopyBytes >= 8) {
     dmma::launch<kMnA, kMnB, kCopyBytes>(q);
   } else {
@@ -55,10 +59,10 @@ void launch_kind(const Params<typename Atom::Elem>& q, TileSize size) {
   }
 }
 
-template <class Atom, int kCopyBytes>
+template <class Atom, int kCopyA, int kCopyB = kCopyA>
 void launch_layout(const Params<typename Atom::Elem>& q, bool mn_a, bool mn_b, TileSize size) {
   with_layouts(mn_a, mn_b, [&](auto mn_major_a, auto mn_major_b) {
-    launch_kind<Atom, decltype(mn_major_a)::value, decltype(mn_major_b)::value, kCopyBytes>(q, size);
+    launch_kind<Atom, decltype(mn_major_a)::value, decltype(mn_major_b)::value, kCopyA, kCopyB>(q, size);
   });
 }
 
@@ -159,13 +163,18 @@ template <class Atom>
 void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, const MatrixLayout& la,
                   const MatrixLayout& lb, TileSize size) {
   using Elem = typename Atom::Elem;
-  if (p.k == 0) return launch_kind<Atom, false, false, 16>(q, size);  // no operand is read
+  if (p.k == 0) return launch_kind<Atom, false, false, 16, 16>(q, size);  // no operand is read
   switch (kernel_copy_width(p, la, lb)) {
     case 16: return launch_layout<Atom, 16>(q, la.mn_major, lb.mn_major, size);
     case 8: return launch_layout<Atom, 8>(q, la.mn_major, lb.mn_major, size);
     case 4: return launch_layout<Atom, 4>(q, la.mn_major, lb.mn_major, size);
     default:
-      if constexpr (sizeof(Elem) == 2) return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major, size);
+      // Register loads for the operand that needs them; the other, where 16-byte aligned, copied so.
+      if constexpr (sizeof(Elem) == 2) {
+        if (la.align_bytes >= 16) return launch_layout<Atom, 16, 2>(q, la.mn_major, lb.mn_major, size);
+        if (lb.align_bytes >= 16) return launch_layout<Atom, 2, 16>(q, la.mn_major, lb.mn_major, size);
+        return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major, size);
+      }
       TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),
                   "-byte aligned");
   }

@@ -251,7 +251,19 @@ struct TileCopy<TileT, kThreads, kCopyBytes, false> {
   }
 };
 
-template <class Atom, class Cfg, bool kMnA, bool kMnB, int kCopyBytes>
+// Two adjacent outputs (an atom's accumulators e and e + 1: M16N8Accumulator) in one store: the 16-bit
+// outputs' bits as one 32-bit word, floats as a float2.
+__device__ __forceinline__ void store_two(uint16_t* at, uint16_t x, uint16_t y) {
+  *reinterpret_cast<uint32_t*>(at) = uint32_t(x) | uint32_t(y) << 16;
+}
+__device__ __forceinline__ void store_two(float* at, float x, float y) {
+  *reinterpret_cast<float2*>(at) = make_float2(x, y);
+}
+
+// kCopyA / kCopyB: each operand's copy width (TileCopy). They differ only where one 16-bit operand needs
+// register loads (width 2) and the other allows 16-byte copies (an LM head's odd vocabulary beside an
+// aligned activation), which then go straight into shared memory.
+template <class Atom, class Cfg, bool kMnA, bool kMnB, int kCopyA, int kCopyB = kCopyA>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Params<typename Atom::Elem> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched: the host offers this path to sm_80 and newer only (bmm/mma.cu)
@@ -279,8 +291,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
     const Elem* a = p.a + bi * p.a_batch + (kMnA ? k0 * p.a_ld : k0);
     const Elem* b = p.b + bi * p.b_batch + (kMnB ? k0 * p.b_ld : k0);
     // From each operand matrix's element (m0, 0) / (n0, 0).
-    TileCopy<TileA, Cfg::kThreads, kCopyBytes> copy_a(a + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, k);
-    TileCopy<TileB, Cfg::kThreads, kCopyBytes> copy_b(b + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, k);
+    TileCopy<TileA, Cfg::kThreads, kCopyA> copy_a(a + (kMnA ? m0 : m0 * p.a_ld), p.a_ld, p.m - m0, k);
+    TileCopy<TileB, Cfg::kThreads, kCopyB> copy_b(b + (kMnB ? n0 : n0 * p.b_ld), p.b_ld, p.n - n0, k);
     auto stage = [&](int kt) { return smem + (kt % Cfg::kStages) * kStageElems; };
     auto begin_stage = [&](int kt) {
       copy_a.begin(stage(kt), kt, a, p.a_ld, m0, p.m - m0, k);
@@ -337,25 +349,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
     cp_async_wait<0>();
     __syncthreads();  // the next batch's first copies reuse the buffers
 
-    // With split-K each slice writes its sums unrounded (Acc) to matrix z of the partials, which the
-    // host sums in slice order afterwards (bmm/mma.cu); else the output, in its own type.
-    using Out = decltype(Atom::out(Acc(0)));
-    const bool partial = p.splits > 1;
-    // Only the pointer this launch writes through is formed: the other offset may lie past p.c's end.
-    Out* c = partial ? nullptr : static_cast<Out*>(p.c) + bi * p.m * p.n;
-    Acc* sums = partial ? static_cast<Acc*>(p.c) + z * p.m * p.n : nullptr;
+    // Lane's accumulators e = 2h and 2h + 1 of atom (i, j) are the neighbours (row, col) and (row, col + 1),
+    // col even (M16N8Accumulator): one store of the pair where the row starts aligned to two outputs
+    // (every row of an even N, every other one of an odd N such as an LM head's 50257), else one output
+    // at a time. With split-K each slice writes its sums unrounded (Acc) to matrix z of the partials,
+    // which the host sums in slice order afterwards (bmm/mma.cu); else the output, in its own type. Only
+    // the pointer this launch writes through is formed: the other offset may lie past p.c's end.
+    auto store_tile = [&](auto* out, auto convert) {
+      using T = std::remove_pointer_t<decltype(out)>;
 #pragma unroll
-    for (int i = 0; i < kAtomsM; ++i)
+      for (int i = 0; i < kAtomsM; ++i)
 #pragma unroll
-      for (int j = 0; j < kAtomsN; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = m0 + wm0 + i * Atom::M + Atom::c_row(lane, 2 * h);
+          if (row >= p.m) continue;
+          T* out_row = out + row * p.n;
+          const bool pairs = reinterpret_cast<uintptr_t>(out_row) % (2 * sizeof(T)) == 0;
 #pragma unroll
-        for (int e = 0; e < Atom::kAcc; ++e) {
-          const int64_t row = m0 + wm0 + i * Atom::M + Atom::c_row(lane, e);
-          const int64_t col = n0 + wn0 + j * Atom::N + Atom::c_col(lane, e);
-          if (row >= p.m || col >= p.n) continue;
-          if (partial) sums[row * p.n + col] = acc[i][j][e];
-          else c[row * p.n + col] = Atom::out(acc[i][j][e]);
+          for (int j = 0; j < kAtomsN; ++j) {
+            const int64_t col = n0 + wn0 + j * Atom::N + Atom::c_col(lane, 2 * h);
+            const T x = convert(acc[i][j][2 * h]), y = convert(acc[i][j][2 * h + 1]);
+            if (pairs && col + 1 < p.n) {
+              store_two(out_row + col, x, y);
+            } else {
+              if (col < p.n) out_row[col] = x;
+              if (col + 1 < p.n) out_row[col + 1] = y;
+            }
+          }
         }
+    };
+    static_assert(Atom::kAcc == 4, "an M16N8Accumulator: two rows of two adjacent columns");
+    if (p.splits > 1) store_tile(static_cast<Acc*>(p.c) + z * p.m * p.n, [](Acc x) { return x; });
+    else store_tile(static_cast<decltype(Atom::out(Acc(0)))*>(p.c) + bi * p.m * p.n, [](Acc x) { return Atom::out(x); });
   }
 #endif
 }

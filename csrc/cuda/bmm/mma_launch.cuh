@@ -21,19 +21,25 @@ void launch_tile_grid(Params<Elem> q, int threads, int smem_bytes) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <class Atom, TileSize kSize, bool kMnA, bool kMnB, int kCopyBytes>
+template <class Atom, TileSize kSize, bool kMnA, bool kMnB, int kCopyA, int kCopyB>
 void launch(const Params<typename Atom::Elem>& p) {
   using Cfg = typename ConfigFor<Atom, kSize>::type;
-  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB, kCopyBytes>, Cfg::BM, Cfg::BN>(
+  launch_tile_grid<&bmm_kernel<Atom, Cfg, kMnA, kMnB, kCopyA, kCopyB>, Cfg::BM, Cfg::BN>(
       p, Cfg::kThreads, kSmemBytes<Atom, Cfg, kMnA, kMnB>);
 }
 
-// Every (a order, b order) of one atom and tile size for one copy width (bmm/mma.cu's copy_bytes).
-#define TILES_MMA_INSTANTIATE_WIDTH(ATOM, SIZE, BYTES)                                         \
-  template void launch<ATOM, SIZE, false, false, BYTES>(const Params<typename ATOM::Elem>&);  \
-  template void launch<ATOM, SIZE, false, true, BYTES>(const Params<typename ATOM::Elem>&);   \
-  template void launch<ATOM, SIZE, true, false, BYTES>(const Params<typename ATOM::Elem>&);   \
-  template void launch<ATOM, SIZE, true, true, BYTES>(const Params<typename ATOM::Elem>&);
+// Every (a order, b order) of one atom and tile size for one copy width of a and one of b (bmm/mma.cu's
+// launch_width); the same width for both, most of them.
+#define TILES_MMA_INSTANTIATE_WIDTHS(ATOM, SIZE, A, B)                                         \
+  template void launch<ATOM, SIZE, false, false, A, B>(const Params<typename ATOM::Elem>&);  \
+  template void launch<ATOM, SIZE, false, true, A, B>(const Params<typename ATOM::Elem>&);   \
+  template void launch<ATOM, SIZE, true, false, A, B>(const Params<typename ATOM::Elem>&);   \
+  template void launch<ATOM, SIZE, true, true, A, B>(const Params<typename ATOM::Elem>&);
+#define TILES_MMA_INSTANTIATE_WIDTH(ATOM, SIZE, BYTES) TILES_MMA_INSTANTIATE_WIDTHS(ATOM, SIZE, BYTES, BYTES)
+// One 16-bit operand through registers, the other in 16-byte copies, either way round.
+#define TILES_MMA_INSTANTIATE_MIXED(ATOM, SIZE) \
+  TILES_MMA_INSTANTIATE_WIDTHS(ATOM, SIZE, 2, 16) \
+  TILES_MMA_INSTANTIATE_WIDTHS(ATOM, SIZE, 16, 2)
 // 16-, 8- and 4-byte copies; 16-bit atoms also take width 2 (element-by-element register loads).
 #define TILES_MMA_INSTANTIATE(ATOM, SIZE)      \
   TILES_MMA_INSTANTIATE_WIDTH(ATOM, SIZE, 16)  \

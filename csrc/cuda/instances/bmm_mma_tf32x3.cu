@@ -5,6 +5,6 @@
 namespace tiles::cuda::mma {
 TILES_MMA_INSTANTIATE_WIDTH(Tf32x3, TileSize::large, 16)
 TILES_MMA_INSTANTIATE_WIDTH(Tf32x3, TileSize::large, 4)
-template void launch<Tf32x3, TileSize::large, true, false, 8>(const Params<float>&);
-template void launch<Tf32x3, TileSize::large, true, true, 8>(const Params<float>&);
+template void launch<Tf32x3, TileSize::large, true, false, 8, 8>(const Params<float>&);
+template void launch<Tf32x3, TileSize::large, true, true, 8, 8>(const Params<float>&);
 }

@@ -1,0 +1,8 @@
+// The mma.sync bmm kernels (bmm/mma_launch.cuh) with the Half16<false> atom where one operand goes through
+// registers (2-byte aligned) and the other is copied 16 bytes at a time, both tile sizes, all four major orders.
+#include "cuda/bmm/mma_launch.cuh"
+
+namespace tiles::cuda::mma {
+TILES_MMA_INSTANTIATE_MIXED(Half16<false>, TileSize::large)
+TILES_MMA_INSTANTIATE_MIXED(Half16<false>, TileSize::small)
+}
