@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# The products the patches of this folder move (NOTES.md: N0t, N0v, N0w), timed by tools/device_ab.sh
-# under each variant, with controls they must leave alone; one jsonl a variant in $OUT ($AB_LABEL.jsonl),
-# so that a call returns at most 8 files (three build logs among them):
-#   tools/device_ab.sh --patch benchmarks/experiments/mma_pair_stores.diff \
-#     --patch benchmarks/experiments/mma_mixed_copy_widths.diff \
-#     --patch benchmarks/experiments/odd_rows_realigned.diff bash benchmarks/experiments/time_shapes.sh
-#   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/<patch>.jsonl
+# The products the patches of this folder moved or may move (NOTES.md: N0t, N0v, N0w), timed by
+# tools/device_ab.sh under each variant, with controls they must leave alone; one jsonl a variant in $OUT
+# ($AB_LABEL.jsonl), so that a call returns at most 8 files (the build logs among them):
+#   tools/device_ab.sh --patch benchmarks/experiments/odd_rows_realigned.diff bash benchmarks/experiments/time_shapes.sh
+#   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/variant.jsonl
+# (several patches: --patch a.diff --patch b.diff, then $OUT/<patch name>.jsonl each)
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 parts=$(mktemp -d)
