@@ -576,7 +576,8 @@ def test_hopper_small_tiles_by_plan(dtype, layouts):
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_hopper_tall_tiles_by_name(dtype, layouts):
     hopper_expected()
-    shapes = [(3, 520, 1000, 200), (3, 520, 1002, 200), (4, 1000, 1000, 200), (1, 256, 1000, 8192)]
+    shapes = [(3, 520, 1000, 200), (3, 520, 1002, 200), (3, 2601, 1001, 200), (4, 1000, 1000, 200),
+              (1, 256, 1000, 8192)]
     check_on_path("hopper-192x192", shapes, layouts, dtype)
 
 
@@ -608,7 +609,7 @@ def test_hopper_small_tiles_by_name(dtype, layouts):
     hopper_expected()
     short_k_batch = batches_to_fill(1000, 48, dtype, 1.2)
     shapes = [(3, 130, 40, 200), (3, 130, 40, 64), (3, 130, 64, 200), (3, 130, 200, 200), (3, 130, 33, 200),
-              (200, 250, 48, 136), (1, 256, 64, 8192), (short_k_batch, 1000, 48, 72)]
+              (3, 4099, 13, 200), (200, 250, 48, 136), (1, 256, 64, 8192), (short_k_batch, 1000, 48, 72)]
     check_on_path("hopper-64x64", shapes, layouts, dtype)
 
 
@@ -646,8 +647,11 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 # several tiles at the widths bmm never picks (112) or picks for one wave only (96, 160), which store
 # their rows from registers 16 bytes at a time (N % 8 == 0); N = 1002 stores directly, 4 or 2 bytes at a
 # time, at every width; so does an odd N (an LM head's vocabulary of 50257), two at a time on every other
-# row only, where the row starts aligned to a pair: with M = 521 odd too, the batch entries start
-# alternately on even and odd positions and the rows' parity flips between them.
+# row only. Where a block walks several tiles, every tile but its last is realigned into 16-byte stores
+# row by row instead (store_tile_direct_realigned, at widths of 32-column multiples): 3 x 2601 x 1001
+# and 3 x 8191 x 13 make more tiles than SMs at every width, so both stores run; their rows start at all
+# eight skews from a 16-byte block, and with M odd the batch entries start alternately on even and odd
+# positions. N = 13 leaves a tile's first block straddling N.
 @requires_cuda
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 @pytest.mark.parametrize("width", HOPPER_WIDTHS)
@@ -655,7 +659,7 @@ def test_hopper_tile_widths_k_major_b(batch_m_n_k, width):
 def test_hopper_tile_width_by_name(dtype, width, layouts):
     hopper_expected()
     path = f"hopper-{width}"
-    for m, n in ((520, 1000), (520, 1002), (521, 1001)):
+    for m, n in ((520, 1000), (520, 1002), (2601, 1001), (8191, 13)):
         a, b = operands(layouts, 3, m, n, 200, dtype)
         assert_bmm_close(poisoned_on_path(a, b, path), a, b, msg=f"{path} M={m} N={n}")
 
