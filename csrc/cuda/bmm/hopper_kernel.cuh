@@ -376,7 +376,8 @@ __device__ __forceinline__ void realign_words(const uint32_t (&l)[4], const uint
 // lane 0, lane 3 of the previous group, kept from the previous exchange) and its own first 8 - s. That
 // covers columns 8 - s .. BN - s - 1 of the tile; lane 0 stores the first 8 - s outputs of the tile and
 // lane 3 the last s one at a time (the blocks around them hold the neighbouring tiles' outputs). Columns
-// past N are stored one at a time or not at all. BN % 32 == 0 (whole groups of four lanes' 8).
+// past N are stored one at a time or not at all. BN % 32 == 0 (whole groups of four lanes' 8). Modelled,
+// every skew, width and N edge, in tools/realigned_store_model.py.
 template <class T, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct_realigned(const float* acc, T* c, const GemmShape& shape,
                                                             const TileCoord& tc, int w) {

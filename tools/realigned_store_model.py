@@ -1,10 +1,11 @@
-"""A Python model of `odd_rows_realigned.diff`'s store_tile_direct_realigned (N0t), run on the CPU before
-the patch reaches a GPU: one tile row of one quad of lanes, every skew s, widths of 32-column multiples,
-several tile origins and N. Checks that every column of the tile below N is written exactly once with its
-own value, nothing past N or outside the tile, and every 16-byte store starts on a block boundary; then
-the word-level realign (two selects and a half-word funnel shift) against a plain slice.
+"""A Python model of store_tile_direct_realigned (bmm/hopper_kernel.cuh; N0t in benchmarks/NOTES.md),
+written to check its indexing on the CPU before the kernel reached a GPU: one tile row of one quad of
+lanes, every skew s, widths of 32-column multiples, several tile origins and N. Checks that every column
+of the tile below N is written exactly once with its own value, nothing past N or outside the tile, and
+every 16-byte store starts on a block boundary; then the word-level realign (two selects and a half-word
+funnel shift) against a plain slice.
 
-    python benchmarks/experiments/odd_rows_realigned_sim.py
+    python tools/realigned_store_model.py
 """
 import random
 def realign(left, v, s):
