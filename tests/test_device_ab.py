@@ -11,7 +11,8 @@ SOURCE = "#pragma unroll(4)\nint x = 1;\n"
 
 def _tree(tmp_path):
     (tmp_path / "tools").mkdir()
-    shutil.copy(ROOT / "tools" / "device_ab.sh", tmp_path / "tools" / "device_ab.sh")
+    for script in ("device_ab.sh", "stale_build.sh"):
+        shutil.copy(ROOT / "tools" / script, tmp_path / "tools" / script)
     (tmp_path / "kernel.cu").write_text(SOURCE)
     return tmp_path
 
@@ -47,6 +48,38 @@ def test_the_variants_objects_go_with_it(tmp_path):
     (tree / "build").mkdir()
     result = _ab(tree, "s/unroll(8)/unroll(1)/", "true")
     assert result.returncode == 1 and (tree / "build").is_dir()
+
+
+def test_build_is_marked_while_it_holds_a_variant(tmp_path):
+    tree = _tree(tmp_path)
+    build = "mkdir -p build; if [ -f build/.device_ab_variant ]; then echo marked; else echo plain; fi >> builds.txt"
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "true", build=build)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tree / "builds.txt").read_text().splitlines() == ["plain", "marked"]
+
+
+def test_a_killed_calls_variant_build_is_dropped_before_the_next_build(tmp_path):
+    # A call the device's time limit kills never reaches the exit's cleanup: its build/ keeps the mark,
+    # and the next call must not build incrementally on those objects (nor take the installed build as
+    # the head's).
+    tree = _tree(tmp_path)
+    (tree / "build").mkdir()
+    (tree / "build" / ".device_ab_variant").touch()
+    (tree / "build" / "kernel.o").touch()
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "true",
+                 build="if [ -e build/kernel.o ]; then echo stale; else echo clean; fi >> builds.txt")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "removing it" in result.stdout
+    assert (tree / "builds.txt").read_text().splitlines() == ["clean", "clean"]
+
+    (tree / "build").mkdir()
+    (tree / "build" / ".device_ab_variant").touch()
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    env.update(BUILD_CMD="true", OUT=str(tree / "out"), SKIP_BUILD="1")
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", "s/unroll(4)/unroll(1)/",
+                             "true"], cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1 and "build again without SKIP_BUILD" in result.stdout
+    assert (tree / "kernel.cu").read_text() == SOURCE and (tree / "build").is_dir()
 
 
 def test_the_command_sees_out_and_its_failure_is_the_exit_status(tmp_path):

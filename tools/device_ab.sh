@@ -19,7 +19,9 @@
 # variant's when this ends: the next call must build again (SKIP_BUILD=1 would time the variant as the
 # head). The exit removes build/ for that build: the next call's copy of the tree brings the sources back
 # with their old times, older than the variant's objects, and a warm rebuild would say "ninja: no work to
-# do" and install the variant again (it did, twenty-ninth session).
+# do" and install the variant again (it did, twenty-ninth session). A call killed by the time limit ends
+# without that exit: build/ is marked while it holds a variant's objects, and the next build here or in
+# tools/gpu_check.sh removes a marked build/ first (tools/stale_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
@@ -40,6 +42,8 @@ export OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16}
 BUILD_CMD=${BUILD_CMD:-"python -m pip install --no-build-isolation --no-deps -v ."}
+source tools/stale_build.sh
+drop_stale_variant_build device_ab || exit 1
 t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
 variant_built=0 applied=""  # applied: the patch now on the tree
@@ -95,6 +99,7 @@ if [ ${#patches[@]} -eq 0 ]; then
   cp "$edited" "$file"
   diff "$saved" "$file" | head -20
   variant_built=1
+  mark_variant_build
   build variant
   run variant "$@"
   exit $status
@@ -107,6 +112,7 @@ for patch in "${patches[@]}"; do
   applied=$patch
   echo "device_ab: applied $patch to: $(sed -n 's|^+++ b/||p' "$patch" | tr '\n' ' ')"
   variant_built=1
+  mark_variant_build
   build "$label"
   run "$label" "$@"
 done

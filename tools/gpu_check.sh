@@ -15,6 +15,8 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 torch_v=$(python -c "import torch; print(torch.__version__)")
 echo "gpu: $gpu | torch $torch_v | commit $(git -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo none)"
 
+source tools/stale_build.sh
+drop_stale_variant_build gpu_check || exit 1
 t0=$(date +%s)
 if [ "${SKIP_BUILD:-0}" = 1 ]; then
   echo "reusing the installed build"
