@@ -17,6 +17,7 @@
 #pragma once
 
 #include "cuda/bmm/mma_kernel.cuh"  // Params, cp.async, the tile order, the F64 atom
+#include "cuda/bmm/output_pairs.cuh"
 
 namespace tiles::cuda::dmma {
 
@@ -205,8 +206,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) dmma_bmm_kernel(Params<d
           const int64_t col = n0 + wn0 + 8 * j + 2 * q;
           double* out = c + row * p.n + col;
           const double v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-          if (col + 1 < p.n && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
-            *reinterpret_cast<double2*>(out) = make_double2(v0, v1);
+          if (col + 1 < p.n && pair_aligned(out)) {
+            store_pair(out, v0, v1);
           } else {
             if (col < p.n) out[0] = v0;
             if (col + 1 < p.n) out[1] = v1;

@@ -42,6 +42,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/bmm/hopper_pipeline.cuh"
+#include "cuda/bmm/output_pairs.cuh"
 #include "cuda/bmm/pair.h"
 #include "cuda/bmm/sm90_ptx.cuh"
 #include "cuda/bmm/store.h"
@@ -286,7 +287,8 @@ __device__ __forceinline__ void store_tile_streaming(const uint32_t* packed, uin
   }
 }
 
-// One output, or two adjacent ones (`p` aligned to two), in Out: T, or float for split-K partials.
+// One output, or two adjacent ones (`p` pair_aligned), in Out: T, or float for split-K partials; 16-bit
+// pairs converted by one packing instruction.
 template <class Out>
 __device__ __forceinline__ void store_one(Out* p, float v) {
   if constexpr (std::is_same_v<Out, float>) *p = v;
@@ -294,7 +296,7 @@ __device__ __forceinline__ void store_one(Out* p, float v) {
 }
 template <class Out>
 __device__ __forceinline__ void store_two(Out* p, float v0, float v1) {
-  if constexpr (std::is_same_v<Out, float>) *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+  if constexpr (std::is_same_v<Out, float>) store_pair(p, v0, v1);
   else *reinterpret_cast<uint32_t*>(p) = pack_pair<Out>(v0, v1);
 }
 
@@ -497,7 +499,7 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
     // (row, even col) pairs are aligned to two outputs where the row starts so: every row when N is even,
     // every other one when it is odd (an LM head's vocabulary of 50257), which then stores half its
     // outputs two at a time instead of none.
-    const bool pairs = reinterpret_cast<uintptr_t>(c_row) % (2 * sizeof(Out)) == 0;
+    const bool pairs = pair_aligned(c_row);
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
       const int64_t col = col0 + 8 * i;

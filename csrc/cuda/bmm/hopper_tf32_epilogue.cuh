@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/bmm/hopper_pipeline.cuh"
+#include "cuda/bmm/output_pairs.cuh"
 #include "cuda/bmm/hopper_tf32_tiles.cuh"
 #include "cuda/bmm/sm90_ptx.cuh"
 
@@ -81,8 +82,8 @@ __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, cons
       } else {
         // q is even: the pair is aligned where the row is (every row of an even N, every other of an odd one)
         float* dst = c_batch + p * ld + q;
-        if (q + 1 < shape.q && reinterpret_cast<uintptr_t>(dst) % 8 == 0) {
-          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        if (q + 1 < shape.q && pair_aligned(dst)) {
+          store_pair(dst, v0, v1);
         } else {
           if (q < shape.q) dst[0] = v0;
           if (q + 1 < shape.q) dst[1] = v1;

@@ -171,8 +171,8 @@ void launch_width(const Params<typename Atom::Elem>& q, const BmmProblem& p, con
     default:
       // Register loads for the operand that needs them; the other, where 16-byte aligned, copied so.
       if constexpr (sizeof(Elem) == 2) {
-        if (la.align_bytes >= 16) return launch_layout<Atom, 16, 2>(q, la.mn_major, lb.mn_major, size);
-        if (lb.align_bytes >= 16) return launch_layout<Atom, 2, 16>(q, la.mn_major, lb.mn_major, size);
+        if (la.aligned) return launch_layout<Atom, 16, 2>(q, la.mn_major, lb.mn_major, size);
+        if (lb.aligned) return launch_layout<Atom, 2, 16>(q, la.mn_major, lb.mn_major, size);
         return launch_layout<Atom, 2>(q, la.mn_major, lb.mn_major, size);
       }
       TILES_CHECK(false, "tiles::bmm: operands of ", sizeof(Elem), "-byte elements that are not ", sizeof(Elem),

@@ -22,6 +22,7 @@
 
 #include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/mma_atoms.cuh"
+#include "cuda/bmm/output_pairs.cuh"
 #include "cuda/bmm/tile_order.cuh"
 
 namespace tiles::cuda::mma {
@@ -251,15 +252,6 @@ struct TileCopy<TileT, kThreads, kCopyBytes, false> {
   }
 };
 
-// Two adjacent outputs (an atom's accumulators e and e + 1: M16N8Accumulator) in one store: the 16-bit
-// outputs' bits as one 32-bit word, floats as a float2.
-__device__ __forceinline__ void store_two(uint16_t* at, uint16_t x, uint16_t y) {
-  *reinterpret_cast<uint32_t*>(at) = uint32_t(x) | uint32_t(y) << 16;
-}
-__device__ __forceinline__ void store_two(float* at, float x, float y) {
-  *reinterpret_cast<float2*>(at) = make_float2(x, y);
-}
-
 // kCopyA / kCopyB: each operand's copy width (TileCopy). They differ only where one 16-bit operand needs
 // register loads (width 2) and the other allows 16-byte copies (an LM head's odd vocabulary beside an
 // aligned activation), which then go straight into shared memory.
@@ -364,13 +356,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) bmm_kernel(Par
           const int64_t row = m0 + wm0 + i * Atom::M + Atom::c_row(lane, 2 * h);
           if (row >= p.m) continue;
           T* out_row = out + row * p.n;
-          const bool pairs = reinterpret_cast<uintptr_t>(out_row) % (2 * sizeof(T)) == 0;
+          const bool pairs = pair_aligned(out_row);
 #pragma unroll
           for (int j = 0; j < kAtomsN; ++j) {
             const int64_t col = n0 + wn0 + j * Atom::N + Atom::c_col(lane, 2 * h);
             const T x = convert(acc[i][j][2 * h]), y = convert(acc[i][j][2 * h + 1]);
             if (pairs && col + 1 < p.n) {
-              store_two(out_row + col, x, y);
+              store_pair(out_row + col, x, y);
             } else {
               if (col < p.n) out_row[col] = x;
               if (col + 1 < p.n) out_row[col + 1] = y;
