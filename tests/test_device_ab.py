@@ -17,6 +17,11 @@ def _tree(tmp_path):
     return tmp_path
 
 
+def _holds_only_the_mark(tree):
+    # after a variant's build: its objects gone, build/ marked (tools/stale_build.sh)
+    return sorted(p.name for p in (tree / "build").iterdir()) == [".device_ab_variant"]
+
+
 def _ab(tree, expr, command, build="true", out="out"):
     # a stand-in build (some append a line to builds.txt, so the test sees how many builds ran); out=None
     # leaves OUT unset, to the script's default
@@ -39,12 +44,13 @@ def test_runs_head_then_variant_and_restores_the_file(tmp_path):
 
 def test_the_variants_objects_go_with_it(tmp_path):
     # The next device call copies the sources back with times older than the variant's objects, so an
-    # incremental build kept in build/ would install the variant again: the exit removes build/ once the
-    # variant was built, and leaves it when the run stopped before that.
+    # incremental build kept in build/ would install the variant again: the exit empties build/ but for
+    # the mark once the variant was built, and leaves it when the run stopped before that.
     tree = _tree(tmp_path)
     result = _ab(tree, "s/unroll(4)/unroll(1)/", "true", build="mkdir -p build && touch build/kernel.o")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert not (tree / "build").exists()
+    assert _holds_only_the_mark(tree)
+    shutil.rmtree(tree / "build")
     (tree / "build").mkdir()
     result = _ab(tree, "s/unroll(8)/unroll(1)/", "true")
     assert result.returncode == 1 and (tree / "build").is_dir()
@@ -58,6 +64,36 @@ def test_build_is_marked_while_it_holds_a_variant(tmp_path):
     assert (tree / "builds.txt").read_text().splitlines() == ["plain", "marked"]
 
 
+def test_build_is_marked_while_it_holds_each_patchs_variant(tmp_path):
+    tree = _tree(tmp_path)
+    one = _patch(tree, "one.diff", [("kernel.cu", SOURCE, "#pragma unroll(1)\nint x = 1;\n")])
+    two = _patch(tree, "two.diff", [("kernel.cu", SOURCE, "#pragma unroll(2)\nint x = 1;\n")])
+    env = {k: v for k, v in os.environ.items() if k not in ("OUT", "SKIP_BUILD")}
+    env.update(OUT=str(tree / "out"),
+               BUILD_CMD="mkdir -p build; if [ -f build/.device_ab_variant ]; then echo marked; else echo plain; fi >> builds.txt")
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "--patch", one, "--patch", two, "true"],
+                            cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tree / "builds.txt").read_text().splitlines() == ["plain", "marked", "marked"]
+    assert _holds_only_the_mark(tree)
+
+
+def test_the_mark_stays_until_a_head_build_succeeds(tmp_path):
+    # The killed call's variant stays installed while builds fail: a SKIP_BUILD=1 run after a failed head
+    # build must still refuse.
+    tree = _tree(tmp_path)
+    (tree / "build").mkdir()
+    (tree / "build" / ".device_ab_variant").touch()
+    result = _ab(tree, "s/unroll(4)/unroll(1)/", "true", build="false")
+    assert result.returncode == 1 and "the head build FAILED" in result.stdout
+    assert (tree / "build" / ".device_ab_variant").exists()
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    env.update(BUILD_CMD="true", OUT=str(tree / "out"), SKIP_BUILD="1")
+    result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", "s/unroll(4)/unroll(1)/",
+                             "true"], cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1 and "build again without SKIP_BUILD" in result.stdout
+
+
 def test_a_killed_calls_variant_build_is_dropped_before_the_next_build(tmp_path):
     # A call the device's time limit kills never reaches the exit's cleanup: its build/ keeps the mark,
     # and the next call must not build incrementally on those objects (nor take the installed build as
@@ -69,11 +105,11 @@ def test_a_killed_calls_variant_build_is_dropped_before_the_next_build(tmp_path)
     result = _ab(tree, "s/unroll(4)/unroll(1)/", "true",
                  build="if [ -e build/kernel.o ]; then echo stale; else echo clean; fi >> builds.txt")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "removing it" in result.stdout
+    assert "removing them" in result.stdout
     assert (tree / "builds.txt").read_text().splitlines() == ["clean", "clean"]
 
-    (tree / "build").mkdir()
-    (tree / "build" / ".device_ab_variant").touch()
+    # the variant stays installed after the exit, so its mark does too: SKIP_BUILD=1 refuses
+    assert _holds_only_the_mark(tree)
     env = {k: v for k, v in os.environ.items() if k != "OUT"}
     env.update(BUILD_CMD="true", OUT=str(tree / "out"), SKIP_BUILD="1")
     result = subprocess.run(["bash", str(tree / "tools" / "device_ab.sh"), "kernel.cu", "s/unroll(4)/unroll(1)/",
@@ -120,7 +156,7 @@ def test_a_failed_variant_build_stops_and_restores_the_file(tmp_path):
     assert "the variant build FAILED" in result.stdout
     assert (tree / "seen.txt").read_text().splitlines() == ["ran"]
     assert (tree / "kernel.cu").read_text() == SOURCE
-    assert not (tree / "build").exists()
+    assert _holds_only_the_mark(tree)
 
 
 def test_runs_from_another_directory(tmp_path):
@@ -135,7 +171,7 @@ def test_runs_from_another_directory(tmp_path):
                              "true"], cwd=elsewhere, capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
-    assert (tree / "kernel.cu").read_text() == SOURCE and not (tree / "build").exists()
+    assert (tree / "kernel.cu").read_text() == SOURCE and _holds_only_the_mark(tree)
     assert not any(elsewhere.iterdir())
 
 
@@ -166,7 +202,7 @@ def test_a_patch_edits_several_files_for_the_variant_and_comes_off(tmp_path):
     assert (tree / "builds.txt").read_text().splitlines() == ["built", "built"]
     assert (tree / "kernel.cu").read_text() == SOURCE
     assert (tree / "sub" / "other.cuh").read_text() == "int y = 2;\nint z = 3;\n"
-    assert not (tree / "build").exists() and "applied" in result.stdout
+    assert _holds_only_the_mark(tree) and "applied" in result.stdout
 
 
 def test_a_patch_that_does_not_apply_is_refused_before_any_build(tmp_path):

@@ -17,11 +17,12 @@
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
 # it); BUILD_CMD replaces the build command (pip install of the tree). The installed build is the last
 # variant's when this ends: the next call must build again (SKIP_BUILD=1 would time the variant as the
-# head). The exit removes build/ for that build: the next call's copy of the tree brings the sources back
-# with their old times, older than the variant's objects, and a warm rebuild would say "ninja: no work to
-# do" and install the variant again (it did, twenty-ninth session). A call killed by the time limit ends
-# without that exit: build/ is marked while it holds a variant's objects, and the next build here or in
-# tools/gpu_check.sh removes a marked build/ first (tools/stale_build.sh).
+# head). The exit empties build/ of that build's objects: the next call's copy of the tree brings the
+# sources back with their old times, older than the variant's objects, and a warm rebuild would say "ninja:
+# no work to do" and install the variant again (it did, twenty-ninth session). build/ is marked while a variant's
+# objects or install may be there (from its build on, and after the exit, which leaves only the mark): the
+# next build here or in tools/gpu_check.sh starts from an empty build/, a SKIP_BUILD=1 run refuses, and a
+# call killed by the time limit, which never reaches the exit, is covered too (tools/stale_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
@@ -46,7 +47,7 @@ source tools/stale_build.sh
 drop_stale_variant_build device_ab || exit 1
 t0=$(date +%s)
 saved=$(mktemp) edited=$(mktemp)
-variant_built=0 applied=""  # applied: the patch now on the tree
+variant_built=0 applied="" saved_ok=0  # applied: the patch now on the tree; saved_ok: $saved holds $file
 git_apply() { git -c safe.directory='*' apply "$@"; }  # outside a repository as well; the device's copies
 unapply() {  # takes the applied patch off; fails when it cannot
   [ -z "$applied" ] && return 0
@@ -54,13 +55,13 @@ unapply() {  # takes the applied patch off; fails when it cannot
   applied=""
 }
 restore() {  # fails (and so does the script) when the tree could not be put back
-  if [ ${#patches[@]} -gt 0 ]; then unapply; else cp "$saved" "$file"; fi
+  if [ ${#patches[@]} -gt 0 ]; then unapply; elif [ $saved_ok = 1 ]; then cp "$saved" "$file"; fi
 }
 finish() {
   local rc=$?
   restore || rc=3
   rm -f "$saved" "$edited"
-  [ $variant_built = 0 ] || rm -rf build
+  [ $variant_built = 0 ] || { rm -rf build; mark_variant_build; }  # the variant stays installed
   exit $rc
 }
 trap finish EXIT
@@ -70,7 +71,8 @@ if [ ${#patches[@]} -gt 0 ]; then
     git_apply --check "$patch" 2>/dev/null || { echo "device_ab: $patch does not apply"; exit 2; }
   done
 else
-  cp "$file" "$saved"
+  cp "$file" "$saved" || { echo "device_ab: could not save $file"; exit 2; }
+  saved_ok=1
   sed "$expr" "$saved" >"$edited" || { echo "device_ab: sed '$expr' failed"; exit 2; }
   if cmp -s "$edited" "$saved"; then echo "device_ab: '$expr' changes nothing in $file"; exit 1; fi
 fi
@@ -93,7 +95,7 @@ run() {  # $1: label; the rest: the command
   [ $rc = 0 ] || status=$rc
 }
 
-if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the head's"; else build head; fi
+if [ "${SKIP_BUILD:-0}" = 1 ]; then echo "device_ab: the installed build is the head's"; else build head && clear_variant_mark; fi
 run head "$@"
 if [ ${#patches[@]} -eq 0 ]; then
   cp "$edited" "$file"

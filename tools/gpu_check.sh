@@ -16,7 +16,7 @@ torch_v=$(python -c "import torch; print(torch.__version__)")
 echo "gpu: $gpu | torch $torch_v | commit $(git -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo none)"
 
 source tools/stale_build.sh
-drop_stale_variant_build gpu_check || exit 1
+drop_stale_variant_build gpu_check || { echo "SUMMARY: not run: SKIP_BUILD=1 on a marked build/"; exit 1; }
 t0=$(date +%s)
 if [ "${SKIP_BUILD:-0}" = 1 ]; then
   echo "reusing the installed build"
@@ -25,6 +25,7 @@ elif ! python -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.lo
   echo "SUMMARY: build FAILED after $(( $(date +%s) - t0 ))s (see build.log)"
   exit 1
 fi
+[ "${SKIP_BUILD:-0}" = 1 ] || clear_variant_mark  # the head's build is installed
 build_s=$(( $(date +%s) - t0 ))
 if [ -f "$OUT/build.log" ]; then
   grep "torch_tiles: building" "$OUT/build.log"

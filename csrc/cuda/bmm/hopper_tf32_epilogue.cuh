@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "cuda/bmm/hopper_pipeline.cuh"
-#include "cuda/bmm/output_pairs.cuh"
 #include "cuda/bmm/hopper_tf32_tiles.cuh"
+#include "cuda/bmm/output_pairs.cuh"
 #include "cuda/bmm/sm90_ptx.cuh"
 
 namespace tiles::cuda::hopper {
