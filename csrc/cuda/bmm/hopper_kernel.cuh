@@ -614,6 +614,11 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
   const int w = warpgroup - 1;               // which 64 rows of the tile
   // Descriptor strides (bytes): 8-row groups are 1024 apart; MN-major column blocks are one box apart.
   constexpr uint32_t kGroup = 1024, kBox = 64 * 128;
+  // Stage 0's descriptors, built once: any stage's and step's are these plus (byte offset) / 16. The low 14
+  // bits of a descriptor are the shared-window address / 16, and the stages lie below 2^18 bytes, so the
+  // additions never carry out of that field (the offsets are multiples of 16).
+  const uint64_t desc_a = smem_descriptor(stages_at + w * kBox, kTransA ? kBox : 0, kGroup);
+  const uint64_t desc_b = smem_descriptor(stages_at + Cfg::kABytes, kTransB ? kBox : 0, kGroup);
   StageRing<kStages> ring;
   float acc[BN / 2];
   // Store::tma: the previous tile, converted to T, whose store groups are staged one per k-block
@@ -645,15 +650,13 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
     int previous = -1;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       mbarrier_wait(full_at + 8 * ring.s, ring.phase);
-      const uint32_t stage = stages_at + ring.s * Cfg::kStageBytes, a = stage + w * kBox, b = stage + Cfg::kABytes;
+      const uint32_t stage = uint32_t(ring.s) * (Cfg::kStageBytes / 16);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
-        const uint64_t da = kTransA ? smem_descriptor(a + kk * 2 * kGroup, kBox, kGroup)
-                                    : smem_descriptor(a + kk * 32, 0, kGroup);
-        const uint64_t db = kTransB ? smem_descriptor(b + kk * 2 * kGroup, kBox, kGroup)
-                                    : smem_descriptor(b + kk * 32, 0, kGroup);
+        const uint64_t da = desc_a + stage + (kTransA ? kk * 2 * kGroup : kk * 32) / 16;
+        const uint64_t db = desc_b + stage + (kTransB ? kk * 2 * kGroup : kk * 32) / 16;
         wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
       }
       wgmma_commit();
