@@ -316,6 +316,20 @@ __device__ __forceinline__ void transpose_quad(uint32_t (&v)[4]) {
   else v[2] = r0, v[3] = r1;
 }
 
+// Where this thread's accumulators land in the output, for the stores straight from registers: in
+// wgmma's fragment, lane `lane` of warp `warp` in warpgroup w holds output rows row0 and row0 + 8 and, from
+// the tile's first column tile_col, columns 8 i + 2 (lane % 4) and + 1; batch is the tile's batch entry.
+template <class T>
+struct FragmentOrigin {
+  int64_t row0, tile_col;
+  T* batch;
+};
+template <int BN, int BM, class T>
+__device__ __forceinline__ FragmentOrigin<T> fragment_origin(T* c, const GemmShape& shape, const TileCoord& tc, int w) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  return {int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4, int64_t(tc.tn) * BN, c + tc.batch * shape.m * shape.n};
+}
+
 // Straight from registers in T, 16 bytes a store, for the widths that are not staged (96, 112, 160) where
 // the output's rows are 16-byte multiples (N % 8 == 0, which TMA's stores ask too): each quad's four
 // lanes trade words (transpose_quad) so that a lane stores 8 adjacent outputs, and a warp's store is 8
@@ -325,10 +339,8 @@ __device__ __forceinline__ void transpose_quad(uint32_t (&v)[4]) {
 template <class T, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct_wide(const float* acc, T* c, const GemmShape& shape,
                                                        const TileCoord& tc, int w) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, q = lane % 4;
-  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
-  const int64_t col0 = int64_t(tc.tn) * BN;
-  T* c_batch = c + tc.batch * shape.m * shape.n;
+  const int q = threadIdx.x % 4;
+  const auto [row0, col0, c_batch] = fragment_origin<BN, BM>(c, shape, tc, w);
   constexpr int kGroups = BN / 32;  // of four column groups of 8
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -384,11 +396,9 @@ template <class T, int BN, int BM>
 __device__ __forceinline__ void store_tile_direct_realigned(const float* acc, T* c, const GemmShape& shape,
                                                             const TileCoord& tc, int w) {
   static_assert(sizeof(T) == 2 && BN % 32 == 0, "16-bit outputs, whole column groups");
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, q = lane % 4;
+  const int lane = threadIdx.x % 32, q = lane % 4;
   const int left_lane = (lane & ~3) | ((q + 3) & 3);
-  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
-  const int64_t col0 = int64_t(tc.tn) * BN;
-  T* c_batch = c + tc.batch * shape.m * shape.n;
+  const auto [row0, col0, c_batch] = fragment_origin<BN, BM>(c, shape, tc, w);
   constexpr int kGroups = BN / 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -448,11 +458,10 @@ __device__ __forceinline__ void store_tile_direct_realigned(const float* acc, T*
 template <int BN, int BM>
 __device__ __forceinline__ void store_partials_wide(const float* acc, float* c, const GemmShape& shape,
                                                     const TileCoord& tc, int w) {
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, q = lane % 4;
+  const int q = threadIdx.x % 4;
   const bool odd = q & 1;
-  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
-  const int64_t col0 = int64_t(tc.tn) * BN + 2 * (q & 2);
-  float* c_batch = c + tc.batch * shape.m * shape.n;
+  const auto [row0, tile_col, c_batch] = fragment_origin<BN, BM>(c, shape, tc, w);
+  const int64_t col0 = tile_col + 2 * (q & 2);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + 8 * half;
@@ -487,10 +496,8 @@ __device__ __forceinline__ void store_tile_direct(const float* acc, Out* c, cons
     if (shape.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0)
       return store_partials_wide<BN, BM>(acc, c, shape, tc, w);
   }
-  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-  const int64_t row0 = int64_t(tc.tm) * BM + w * 64 + warp * 16 + lane / 4;
-  const int64_t col0 = int64_t(tc.tn) * BN + 2 * (lane % 4);
-  Out* c_batch = c + tc.batch * shape.m * shape.n;
+  const auto [row0, tile_col, c_batch] = fragment_origin<BN, BM>(c, shape, tc, w);
+  const int64_t col0 = tile_col + 2 * (threadIdx.x % 4);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + 8 * half;
