@@ -3,7 +3,9 @@ tell whether ptxas kept the ring's state in the uniform datapath (benchmarks/NOT
 (vector registers handed to the uniform ones that wgmma's descriptors must live in), uniform-datapath
 instructions, and WARPSYNC.ALL (ptxas could not prove the warp converged before the wgmma).
 
-The SASS can come from a cubin compiled here, without a GPU, and disassembled on the device in seconds:
+The SASS can come from a cubin compiled here, without a GPU, and disassembled here too with NVIDIA's
+pip wheels (`pip install --target /tmp/nvtools nvidia-cuda-cuobjdump`, `--target /tmp/nvtools2
+nvidia-cuda-nvdisasm`, both on PATH: /tmp/nvtools*/nvidia/cu13/bin), or on the device in seconds:
     EXTRA_NVCC_FLAGS="-keep -keep-dir /tmp/k" tools/check_cuda_compiles.sh csrc/cuda/instances/bmm_hopper_bf16_n128.cu
     cp /tmp/k/bmm_hopper_bf16_n128.cubin .probe/   # then, on the device: cuobjdump -sass .probe/*.cubin > $OUT/x.sass
     python tools/sass_mainloop.py x.sass Li128ELb1ELb0ELNS1_4PairE0E [--before 60] [--after 60] [--quiet]
