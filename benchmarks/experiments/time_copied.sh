@@ -3,7 +3,7 @@
 # for A/Bs of them (N1b landed its copier registers): the grid's worst copied tf32 rows in every layout, under "high"
 # (1xTF32) and "highest" (3xTF32), bmm's pick only. TN is the control (its copiers already have 72
 # registers). ~1-2 minutes a build on an H200 (the two K = 50257 / V = 50257 rows dominate).
-#   tools/device_ab.sh --patch benchmarks/experiments/copier_registers.diff bash benchmarks/experiments/time_copied.sh
+#   tools/device_ab.sh --patch PATCH bash benchmarks/experiments/time_copied.sh
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # N0y (NOTES.md): the bf16 grid rows on the Hopper kernel below 0.95x that make at most 132 tiles (one
 # partial wave), worst first, one of each shape, timed on bmm's pick, on the tile shapes the plan could
-# have taken instead, and on stream-K at 96, 128 and 160 columns (`stream_k.diff`; without it those
+# have taken instead, and on stream-K at 96, 128 and 160 columns (`stream_k.diff`, in git history at 718ebb0; without it those
 # names print `-`), by name. On main, or beside a patch:
 #   bash benchmarks/experiments/time_one_wave.sh     # -> $OUT/one_wave.jsonl ($AB_LABEL.jsonl under
 #   tools/device_ab.sh --patch ...), the summary last

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The Hopper TF32 kernel's mainloop, for A/Bs of it (tf32_descriptor_offsets.diff): float32 products under
+# The Hopper TF32 kernel's mainloop, for A/Bs of it: float32 products under
 # "high" (1xTF32) and "highest" (3xTF32), bmm's pick and the kernel by name ("hopper"), on one-wave,
 # multi-wave and small batched rows. ~10 shapes x 2 precisions, well under a minute a build on an H200.
-#   tools/device_ab.sh --patch benchmarks/experiments/tf32_descriptor_offsets.diff bash benchmarks/experiments/time_tf32.sh
+#   tools/device_ab.sh --patch PATCH bash benchmarks/experiments/time_tf32.sh
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"

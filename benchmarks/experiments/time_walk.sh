@@ -3,7 +3,7 @@
 # code. Default: 15 shapes at every width, ~190 s a build on an H200 (8192^3 and 4096^3 dominate), so that
 # head + two patches under device_ab.sh run past one call's 600 s. QUICK=1: 6 shapes at 128 and 192
 # columns (192 the control), a few seconds a build; PATHS=bmm,hopper-160,... times other widths on them.
-#   tools/device_ab.sh --patch benchmarks/experiments/syncwarp_kblock.diff sh -c 'QUICK=1 bash benchmarks/experiments/time_walk.sh'
+#   tools/device_ab.sh --patch PATCH sh -c 'QUICK=1 bash benchmarks/experiments/time_walk.sh'
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
