@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/bmm/cp_async.cuh"
 #include "cuda/bmm/hopper_pipeline.cuh"
@@ -220,13 +221,18 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   auto stage_small = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes + Cfg::kQBytes; };
 
   const int warpgroup = threadIdx.x / 128;
+  // With both operands copied TMA loads nothing, so warp 0 copies too: four copier warps, not three (the
+  // copy-bound rows, 4 x 386 x 2153 x 715 in every layout, took 0.72-0.76x of three warps' time on the
+  // H200; NOTES, N1b).
+  bool both_copied = false;
+  if constexpr (kCopies) both_copied = shape.copy_r.base != nullptr && shape.copy_q.base != nullptr;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       // With copied operands, `full` also waits for the copiers (one arrival per warp), so the consumers
-      // wait as they do without them.
+      // wait as they do without them: thread 0's TMA arrival and three copiers, or four copiers.
       mbarrier_init(&full[s], kCopies ? 1 + Cfg::kTransposers : 1);
       // unused by TF32 with a K-major Q; the 8 consumer warps where they transpose
-      mbarrier_init(&ready[s], kConsumersTranspose ? 4 * Cfg::kConsumers : Cfg::kTransposers);
+      mbarrier_init(&ready[s], kConsumersTranspose ? 4 * Cfg::kConsumers : Cfg::kTransposers + (both_copied ? 1 : 0));
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
     mbarrier_init_fence();
@@ -239,13 +245,15 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   if (warpgroup == 0) {  // ------------------------------------------------------------- producer
     registers_decrease<kProducerRegisters>();
     if constexpr (kCopies) {
-      if (threadIdx.x >= 32) {
-        // Copiers: warps 1-3 fill the copied operands' tiles of each stage; once a stage's copies have
-        // landed (two stages later), each warp writes the small part of its Q rows (3xTF32) and arrives
-        // on `full` (and on `ready`, which the consumers also wait for with an MN-major Q or 3xTF32).
-        // Q comes copied whenever it needs work after landing (the host copies it along with a copied
-        // R), so a warp only reads its own copies and never waits for TMA's.
-        const int copier = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
+      // Copiers: warps 1-3 (0-3 with both copied) fill the copied operands' tiles of each stage; once a
+      // stage's copies have landed (two stages later), each warp writes the small part of its Q rows
+      // (3xTF32) and arrives on `full` (and on `ready`, which the consumers also wait for with an MN-major
+      // Q or 3xTF32). Q comes copied whenever it needs work after landing (the host copies it along with
+      // a copied R), so a warp only reads its own copies and never waits for TMA's. The warp count is a
+      // template constant: as a runtime step, the MN-major Q's copy loop spilled at 72 registers.
+      auto copy_operands = [&](auto copier_count) {
+        constexpr int copiers = decltype(copier_count)::value;
+        const int copier = threadIdx.x / 32 - (copiers == Cfg::kTransposers ? 1 : 0), lane = threadIdx.x % 32;
         const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
         copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
                                     [&](int s, const TileCoord& tc, int k_in_split) {
@@ -255,27 +263,27 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
           const int64_t k0 = split * k_blocks * BK + k_in_split;
           if (r_copied)
             copy_tile_rows<BP>(stage_r(s), shape.copy_r, !kRKMajor, shape.r_broadcast ? 0 : b, int64_t(tc.tm) * BP, k0,
-                               copier, Cfg::kTransposers, lane);
+                               copier, copiers, lane);
           if (q_copied) {
             const int64_t q0 = int64_t(tc.tn) * BQ, bq = shape.q_broadcast ? 0 : b;
             if constexpr (kQMnMajor) {
               const bool inside = k0 + 32 <= shape.copy_q.outer && q0 + BQ <= shape.copy_q.inner;
-              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers) {
+              for (int box = copier; box < BQ / 32; box += copiers) {
                 if (inside) copy_box_transposed<false>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
                 else copy_box_transposed<true>(stage_q(s), shape.copy_q, bq, q0, k0, box, lane);
               }
             } else {
-              copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, Cfg::kTransposers, lane);
+              copy_tile_rows<BQ>(stage_q(s), shape.copy_q, false, bq, q0, k0, copier, copiers, lane);
             }
           }
         }, [&](int s) {
           __syncwarp();  // the warp's copies (each lane waited for its own) before any lane reads them
           if constexpr (kSplit == 3) {  // Q is K-major in shared memory either way
             if constexpr (kQMnMajor) {
-              for (int box = copier; box < BQ / 32; box += Cfg::kTransposers)
+              for (int box = copier; box < BQ / 32; box += copiers)
                 write_small_rows<32>(stage_q(s) + box * 4096, stage_small(s) + box * 4096, 0, 1, lane);
             } else {
-              write_small_rows<BQ>(stage_q(s), stage_small(s), copier, Cfg::kTransposers, lane);
+              write_small_rows<BQ>(stage_q(s), stage_small(s), copier, copiers, lane);
             }
           }
           fence_async_shared();  // wgmma reads Q through the async proxy
@@ -285,6 +293,13 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
             if constexpr (kQMnMajor || kSplit == 3) mbarrier_arrive(&ready[s]);
           }
         });
+      };
+      if (both_copied) {
+        copy_operands(std::integral_constant<int, Cfg::kTransposers + 1>{});
+        return;
+      }
+      if (threadIdx.x >= 32) {
+        copy_operands(std::integral_constant<int, Cfg::kTransposers>{});
         return;
       }
     }
