@@ -176,13 +176,13 @@ int copied_operands(const BmmProblem& p) {
 
 bool copies(const BmmProblem& p) { return copied_operands(p) > 0; }
 
-// The copies cost the producer's three copying warps about three instructions per 4-byte cp.async, which
-// a large product's k-blocks hide and a small one's fixed costs do not. Measured against the mma.sync
-// kernel over the 81 grid cases whose operands TMA cannot address (NOTES.md, TF32 section): in TF32
-// every product of at least 2^30 flops whose output spans a 128-row tile each way ran 1.00-2.12x faster
-// (language-model heads over V = 50257: 1.2-2.1x), smaller or thinner ones 0.27-0.98x; in 3xTF32 the
-// copies won only with an MN-major Q (transposed as it is copied, 1.05-1.65x), and lost 0.3-0.6x where
-// they carry a K-major Q and its small part.
+// The copies cost the producer's three copying warps (four with both operands copied) about three
+// instructions per 4-byte cp.async, which a large product's k-blocks hide and a small one's fixed costs do
+// not. Measured against the mma.sync kernel over the 81 grid cases whose operands TMA cannot address
+// (NOTES.md, TF32 section): in TF32 every product of at least 2^30 flops whose output spans a 128-row tile
+// each way ran 1.00-2.12x faster (language-model heads over V = 50257: 1.2-2.1x), smaller or thinner ones
+// 0.27-0.98x; in 3xTF32 the copies won only with an MN-major Q (transposed as it is copied, 1.05-1.65x), and
+// lost 0.3-0.6x where they carry a K-major Q and its small part.
 bool prefers(const BmmProblem& p) {
   if (!copies(p)) return true;
   const double flops = 2.0 * double(p.batch) * double(p.m) * double(p.n) * double(p.k);

@@ -1,6 +1,7 @@
-// The Hopper float32 bmm's copies of operands TMA cannot address (a stride or the base not 16-byte
-// aligned: an odd K, M or N): producer warps 1-3 fill a stage 4 bytes a lane with cp.async, into the
-// layout TMA would have written (bmm/hopper_tf32_kernel.cuh runs them in its kCopies variants).
+// The Hopper float32 bmm's copies of operands TMA cannot address (a stride or the base not 16-byte aligned:
+// an odd K, M or N): producer warps 1-3 (0-3 when both operands are copied) fill a stage 4 bytes a lane with
+// cp.async, into the layout TMA would have written (bmm/hopper_tf32_kernel.cuh runs them in its kCopies
+// variants).
 #pragma once
 
 #include <cstdint>

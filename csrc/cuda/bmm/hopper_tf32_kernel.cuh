@@ -13,13 +13,13 @@
 // (transpose_q_halves), by producer warps otherwise (transpose_q_stage, which for 3xTF32 also writes the
 // transposed tile's small part).
 //
-// An operand TMA cannot address (a stride or the base not 16-byte aligned: an odd K, M or N) is copied
-// by producer warps 1-3 instead, 4 bytes a lane with cp.async, into the layout TMA would have written
-// (copy_stages): a warp instruction writes 8 floats in each of 4 rows (an MN-major Q: 4 k in each of 8
-// K-major rows, transposed as it is copied), 32 distinct banks, one shared-memory wavefront, whole
-// 32-byte sectors of global memory (bmm/hopper_tf32_copies.cuh). Those variants (kCopies) are compiled
-// apart from the others. The shape, stage sizes and fragment rows are in bmm/hopper_tf32_tiles.cuh, the
-// stores of the output in bmm/hopper_tf32_epilogue.cuh.
+// An operand TMA cannot address (a stride or the base not 16-byte aligned: an odd K, M or N) is copied by
+// producer warps 1-3 (0-3 when both are) instead, 4 bytes a lane with cp.async, into the layout TMA would
+// have written (copy_stages): a warp instruction writes 8 floats in each of 4 rows (an MN-major Q: 4 k in
+// each of 8 K-major rows, transposed as it is copied), 32 distinct banks, one shared-memory wavefront, whole
+// 32-byte sectors of global memory (bmm/hopper_tf32_copies.cuh). Those variants (kCopies) are compiled apart
+// from the others. The shape, stage sizes and fragment rows are in bmm/hopper_tf32_tiles.cuh, the stores of
+// the output in bmm/hopper_tf32_epilogue.cuh.
 //
 // Block: 3 warpgroups on the tile walk and stage ring of bmm/hopper_pipeline.cuh, as in
 // bmm/hopper_kernel.cuh. Warpgroup 0 produces: its thread 0 issues the TMA copies; for 3xTF32 its
@@ -176,9 +176,9 @@ __device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* smal
   }
 }
 
-// kCopies: the variant whose producer warps 1-3 copy the operands TMA cannot address (shape.copy_r /
-// copy_q); the others take the plain Tf32Shape and compile as they did before copies existed (a shared
-// build of both measured 3.7% slower on the aligned TF32 grid cases).
+// kCopies: the variant whose producer warps 1-3 (0-3 with both operands copied) copy the operands TMA cannot
+// address (shape.copy_r / copy_q); the others take the plain Tf32Shape and compile as they did before copies
+// existed (a shared build of both measured 3.7% slower on the aligned TF32 grid cases).
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
@@ -222,7 +222,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
 
   const int warpgroup = threadIdx.x / 128;
   // With both operands copied TMA loads nothing, so warp 0 copies too: four copier warps, not three (the
-  // copy-bound rows, 4 x 386 x 2153 x 715 in every layout, took 0.72-0.76x of three warps' time on the
+  // copy-bound rows, 4 x 386 x 2153 x 715 in every layout, took 0.70-0.76x of three warps' time on the
   // H200; NOTES, N1b).
   bool both_copied = false;
   if constexpr (kCopies) both_copied = shape.copy_r.base != nullptr && shape.copy_q.base != nullptr;
@@ -231,7 +231,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       // With copied operands, `full` also waits for the copiers (one arrival per warp), so the consumers
       // wait as they do without them: thread 0's TMA arrival and three copiers, or four copiers.
       mbarrier_init(&full[s], kCopies ? 1 + Cfg::kTransposers : 1);
-      // unused by TF32 with a K-major Q; the 8 consumer warps where they transpose
+      // unused by TF32 with a K-major Q; the 8 consumer warps where they transpose; else one arrival per
+      // copying or transposing warp (thread 0 never arrives here, so warp 0 counts only as a copier)
       mbarrier_init(&ready[s], kConsumersTranspose ? 4 * Cfg::kConsumers : Cfg::kTransposers + (both_copied ? 1 : 0));
       mbarrier_init(&empty[s], Cfg::kConsumers);
     }
