@@ -7,6 +7,7 @@ import math
 import os
 import re
 import subprocess
+import tarfile
 import sys
 
 import pytest
@@ -463,3 +464,28 @@ def test_compare_runs_of_bmm_paths_files(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(SystemExit, match="neither a results file"):
         compare_runs.load(str(tmp_path / "list.json"))
+
+
+def test_ab_report_pairs_each_variant_with_the_heads_part_and_packs_the_files(tmp_path, capsys):
+    # tools/ab_report.py after a device A/B: labels with underscores, parts that end in one another, a
+    # variant of a part the head lacks (left out); then the files packed into one archive
+    spec = importlib.util.spec_from_file_location(
+        "tiles_tools_ab_report", os.path.join(os.path.dirname(__file__), "..", "tools", "ab_report.py"))
+    ab_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab_report)
+    case = {"case": "float32 NN 1x64x64x64", "route": "general", "tile": "", "torch": [10.0, 5.0],
+            "paths": {"bmm": [12.0, 6.0, 1e-6]}}
+    for name, us in [("head_high", 12.0), ("head_highest", 20.0), ("thin_chunk_4_high", 9.0),
+                     ("thin_chunk_4_highest", 20.0), ("variant_high", 15.0), ("stray_low", 1.0)]:
+        row = {**case, "paths": {"bmm": [us, us / 2, 1e-6]}}
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "build_head.log").write_text("built\n")
+    assert [(part, label) for part, label, _, _ in ab_report.pairs(str(tmp_path))] == [
+        ("high", "thin_chunk_4"), ("high", "variant"), ("highest", "thin_chunk_4")]
+    ab_report.main(["--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "== thin_chunk_4 against head (high)" in out and "flushed 12.0 -> 9.0 (0.750)" in out
+    assert "== thin_chunk_4 against head (highest)" in out and "== variant against head (high)" in out
+    assert sorted(os.listdir(tmp_path)) == ["ab.tgz"]
+    with tarfile.open(tmp_path / "ab.tgz") as archive:
+        assert len(archive.getnames()) == 7

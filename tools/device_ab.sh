@@ -12,6 +12,8 @@
 #   tools/device_ab.sh csrc/cuda/bmm/thin.cu 's/#pragma unroll(kRound == 1 \&\& kJ < 8 ? 4 : 1)/#pragma unroll(1)/' \
 #     sh -c 'python -P benchmarks/bmm_paths.py --dtype float32 --shape 3,113,3,4333,TN --out $OUT/$AB_LABEL.jsonl'
 #   python benchmarks/compare_runs.py $OUT/head.jsonl $OUT/variant.jsonl   # then, case by case
+#   python tools/ab_report.py   # or every variant against the head at once, the files packed in $OUT/ab.tgz
+#                               # (a device call brings back at most 8 files)
 # Exits non-zero when a build fails (the files are put back) or any run of the command does, and with 3
 # when the tree could not be put back.
 # SKIP_BUILD=1 takes the installed build as the head's (an earlier call on the same warm machine built
