@@ -659,11 +659,12 @@ hopper_bmm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_consta
       mbarrier_wait(full_at + 8 * ring.s, ring.phase);
       const uint32_t stage = uint32_t(ring.s) * (Cfg::kStageBytes / 16);
       wgmma_fence();
+      // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
+      constexpr auto k_step = [](bool mn_major, int kk) { return uint32_t(mn_major ? kk * 2 * kGroup : kk * 32) / 16; };
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
-        // K-major: 16 k = 32 bytes along the swizzled row. MN-major: 16 k = 16 rows = 2 groups.
-        const uint64_t da = desc_a + stage + (kTransA ? kk * 2 * kGroup : kk * 32) / 16;
-        const uint64_t db = desc_b + stage + (kTransB ? kk * 2 * kGroup : kk * 32) / 16;
+        const uint64_t da = desc_a + stage + k_step(kTransA, kk);
+        const uint64_t db = desc_b + stage + k_step(kTransB, kk);
         wgmma_tile<T, BN, kTransA, kTransB>(acc, da, db);
       }
       wgmma_commit();

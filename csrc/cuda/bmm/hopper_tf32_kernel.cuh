@@ -253,8 +253,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       // a copied R), so a warp only reads its own copies and never waits for TMA's. The warp count is a
       // template constant: as a runtime step, the MN-major Q's copy loop spilled at 72 registers.
       auto copy_operands = [&](auto copier_count) {
-        constexpr int copiers = decltype(copier_count)::value;
-        const int copier = threadIdx.x / 32 - (copiers == Cfg::kTransposers ? 1 : 0), lane = threadIdx.x % 32;
+        constexpr int copiers = decltype(copier_count)::value;  // the producer warpgroup's last `copiers` warps
+        const int copier = threadIdx.x / 32 - (4 - copiers), lane = threadIdx.x % 32;
         const bool r_copied = shape.copy_r.base != nullptr, q_copied = shape.copy_q.base != nullptr;
         copy_stages<kStages, BK, 2>(empty, total_tiles, shape.tiles_p, shape.tiles_q, k_blocks,
                                     [&](int s, const TileCoord& tc, int k_in_split) {
