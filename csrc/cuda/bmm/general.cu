@@ -48,20 +48,30 @@ struct Slab {
   Acc v[kPerThread];
 
   // Element r of this thread: (kk, oo) ordered so that neighbouring threads touch neighbouring addresses.
+  // The block's threads are a whole number of rows of either order, so along r only one of kk and oo
+  // moves, by a constant step: element r is element 0 plus r steps.
+  static_assert(kThreads % D == 0 && kThreads % kTile == 0, "a thread's elements are a fixed step apart");
   static __device__ __forceinline__ void place(int r, bool k_fastest, int& kk, int& oo) {
     const int e = threadIdx.x + r * kThreads;
     kk = k_fastest ? e % D : e / kTile;
     oo = k_fastest ? e / D : e % kTile;
   }
 
+  // Every element's load is issued before any arrives; the address walks by one 64-bit step an element
+  // (with an index product per element, the unrolled loads kept a 64-bit address each live: 128-246
+  // registers a thread, one or two blocks an SM).
   __device__ __forceinline__ void load(const scalar_t* src, int64_t outer_stride, int64_t k_stride,
                                        int64_t outer_left, int64_t k_left) {
     const bool k_fastest = k_stride == 1;
+    int kk0, oo0;
+    place(0, k_fastest, kk0, oo0);
+    const int dk = k_fastest ? 0 : kThreads / kTile, doo = k_fastest ? kThreads / D : 0;
+    const scalar_t* at = src + oo0 * outer_stride + kk0 * k_stride;
+    const int64_t step = doo * outer_stride + dk * k_stride;
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      int kk, oo;
-      place(r, k_fastest, kk, oo);
-      v[r] = oo < outer_left && kk < k_left ? Acc(src[oo * outer_stride + kk * k_stride]) : Acc(0);
+    for (int r = 0; r < kPerThread; ++r, at += step) {
+      const bool inside = oo0 + r * doo < outer_left && kk0 + r * dk < k_left;
+      v[r] = inside ? Acc(*at) : Acc(0);
     }
   }
 
