@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# The general kernel (bmm/general.cu), for A/Bs of its registers and occupancy (general_walk*.diff, NOTES
-# N1e): the grid's 67 rows it takes (float32 at full precision and small TF32 products on unaligned
+# The general kernel (bmm/general.cu), for A/Bs of its registers, occupancy and split-K (NOTES N1e, N1j,
+# N1k): the grid's 67 rows it takes (float32 at full precision and small TF32 products on unaligned
 # operands: one row of each shape and a second layout), examples/train.py's MLP products, and larger
 # float32 products as controls, on bmm's pick and on general-32 / general-64 by name. ~1 minute a build.
-#   tools/device_ab.sh --patch benchmarks/experiments/general_walk.diff \
-#     --patch benchmarks/experiments/general_walk_2blocks.diff --patch benchmarks/experiments/general_walk_2blocks_k8.diff \
-#     bash benchmarks/experiments/time_general.sh
+#   tools/device_ab.sh --patch benchmarks/experiments/general_cluster_one_wave.diff \
+#     --patch benchmarks/experiments/general_vector_reads.diff bash benchmarks/experiments/time_general.sh
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"

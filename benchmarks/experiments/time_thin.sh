@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The few-columns kernel walked along k over rows that are not 16-byte aligned (one element a lane:
-# narrow_k_fastest_kernel<..., kVec = 1>), for A/Bs of its chunk depth (thin_chunk_4.diff /
-# thin_chunk_8.diff, NOTES N1d) and of split-K summed in thread block clusters (thin_cluster_sum.diff,
-# N1g): the grid's small rows that take it (an A = a with K odd, or A = b^T), long-K ones that split,
+# narrow_k_fastest_kernel<..., kVec = 1>), for A/Bs of its chunk depth and of split-K summed in thread
+# block clusters (NOTES N1d, N1g, N1i): the grid's small rows that take it (an A = a with K odd, or A = b^T), long-K ones that split,
 # and large ones as controls, in each dtype, on bmm's pick and on the thin kernel whole and split.
 # ~1-2 minutes a build on an H200.
-#   tools/device_ab.sh --patch benchmarks/experiments/thin_chunk_4.diff --patch benchmarks/experiments/thin_chunk_8.diff \
-#     --patch benchmarks/experiments/thin_cluster_sum.diff bash benchmarks/experiments/time_thin.sh; python tools/ab_report.py
+#   SKIP_BUILD=1 tools/device_ab.sh --patch benchmarks/experiments/thin_cluster_one_wave.diff \
+#     --patch benchmarks/experiments/thin_cluster_one_wave_chunk_4.diff bash benchmarks/experiments/time_thin.sh; python tools/ab_report.py
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
