@@ -4,7 +4,7 @@
 # block clusters (NOTES N1d, N1g, N1i): the grid's small rows that take it (an A = a with K odd, or A = b^T), long-K ones that split,
 # and large ones as controls, in each dtype, on bmm's pick and on the thin kernel whole and split.
 # ~1-2 minutes a build on an H200.
-#   SKIP_BUILD=1 tools/device_ab.sh --patch benchmarks/experiments/thin_cluster_one_wave.diff --patch benchmarks/experiments/thin_ahead.diff \
+#   SKIP_BUILD=1 tools/device_ab.sh --patch benchmarks/experiments/thin_cluster_one_wave.diff \
 #     --patch benchmarks/experiments/thin_cluster_one_wave_chunk_4.diff bash benchmarks/experiments/time_thin.sh; python tools/ab_report.py
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
