@@ -5,7 +5,9 @@
 // whose 64-wide tiles would not give every SM a block (tile_for). Per step it stages a kTile x depth
 // slab of a and a depth x kTile slab of b in shared memory (converted to the op-math type), and each of
 // its 256 threads accumulates a 4 x 4 (2 x 2) sub-tile in registers. A thread's rows and columns are
-// spaced 16 apart, so a warp's shared-memory reads hit distinct banks (or broadcast). Global loads walk
+// consecutive, so it reads each k's 4 (2) values of a and of b as one vector (a 16- or 8-byte load; two
+// for double): a quarter of the shared-memory instructions of one value a load, the warp's a reads a
+// broadcast and its b reads 16 threads' consecutive vectors. Global loads walk
 // whichever of an operand's two matrix dims has unit stride, so both row- and column-major
 // operands (a.transpose(1, 2), b.mT) load coalesced. The next slab's loads are issued into registers
 // before the current slab is multiplied, so their latency hides behind the arithmetic: small products
@@ -30,9 +32,12 @@ namespace tiles::cuda::general {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kSpread = 16;  // distance between a thread's rows (and columns): 16 x 16 threads
+constexpr int kSpread = 16;  // 16 x 16 threads across a tile
 template <int kTile>
 constexpr int kMicroOf = kTile / kSpread;  // each thread: kMicroOf x kMicroOf outputs of a kTile x kTile tile
+// A slab row's padding: rows stay aligned to a thread's vector (16 bytes; 32 for double's 4 values); a store along
+// k (slab rows 68 words apart) meets a 4-way bank conflict, once per element a slab.
+constexpr int kPad = 4;
 // k-slab depth: deep slabs make few round trips to memory; two slabs of double stay within the 48 KiB
 // of static shared memory.
 template <class Acc>
@@ -75,7 +80,7 @@ struct Slab {
     }
   }
 
-  __device__ __forceinline__ void store(Acc (*smem)[kTile + 1], int64_t k_stride) const {
+  __device__ __forceinline__ void store(Acc (*smem)[kTile + kPad], int64_t k_stride) const {
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       int kk, oo;
@@ -100,7 +105,7 @@ __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
 #pragma unroll
   for (int i = 0; i < kMicro; ++i)
 #pragma unroll
-    for (int j = 0; j < kMicro; ++j) staging[(ty + i * kSpread) * kTile + tx + j * kSpread] = acc[i][j];
+    for (int j = 0; j < kMicro; ++j) staging[(kMicro * ty + i) * kTile + kMicro * tx + j] = acc[i][j];
   cluster.sync();  // every split's partial tile is staged
   const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int band = (kTile + splits - 1) / splits;
@@ -127,19 +132,23 @@ __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
 // or kClusterSum, c is the output (Out = scalar_t); otherwise this split's partials (Out = the op-math
 // type) at c + blockIdx.z * batch * m * n.
 template <class scalar_t, class Out, int kTile, bool kClusterSum = false>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kTile == 32 ? 2 : 1)
 bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
            int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sab, int64_t sam, int64_t sak,
            int64_t sbb, int64_t sbk, int64_t sbn, int64_t tiles_n, int64_t k_split) {
   using Acc = opmath_t<scalar_t>;
   constexpr int D = kDepth<Acc>;
   constexpr int kMicro = kMicroOf<kTile>;
-  // a's and b's slabs; +1: staging stores along kk do not collide in a bank. With kClusterSum the
-  // same memory then stages the block's partial tile.
-  __shared__ Acc slabs[2][D][kTile + 1];
-  static_assert(2 * D * (kTile + 1) >= kTile * kTile, "a partial tile must fit in the slabs' memory");
-  Acc(*a_tile)[kTile + 1] = slabs[0];
-  Acc(*b_tile)[kTile + 1] = slabs[1];
+  // a's and b's slabs. With kClusterSum the same memory then stages the block's partial tile.
+  __shared__ __align__(32) Acc slabs[2][D][kTile + kPad];
+  static_assert(2 * D * (kTile + kPad) >= kTile * kTile, "a partial tile must fit in the slabs' memory");
+  Acc(*a_tile)[kTile + kPad] = slabs[0];
+  Acc(*b_tile)[kTile + kPad] = slabs[1];
+  // One k's kMicro consecutive values of a slab row, read as one vector. (32-wide tiles at two blocks an
+  // SM: unbounded, ptxas gave the float one 148 registers, one block.)
+  struct alignas(kMicro * sizeof(Acc)) Run {
+    Acc v[kMicro];
+  };
 
   const int64_t m0 = int64_t(blockIdx.x / tiles_n) * kTile;
   const int64_t n0 = int64_t(blockIdx.x % tiles_n) * kTile;
@@ -171,15 +180,12 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
         if (k8 >= depth) break;
 #pragma unroll
         for (int kk = k8; kk < k8 + 8; ++kk) {
-          Acc av[kMicro], bv[kMicro];
-#pragma unroll
-          for (int i = 0; i < kMicro; ++i) av[i] = a_tile[kk][ty + i * kSpread];
-#pragma unroll
-          for (int j = 0; j < kMicro; ++j) bv[j] = b_tile[kk][tx + j * kSpread];
+          const Run av = *reinterpret_cast<const Run*>(&a_tile[kk][kMicro * ty]);
+          const Run bv = *reinterpret_cast<const Run*>(&b_tile[kk][kMicro * tx]);
 #pragma unroll
           for (int i = 0; i < kMicro; ++i)
 #pragma unroll
-            for (int j = 0; j < kMicro; ++j) acc[i][j] += av[i] * bv[j];
+            for (int j = 0; j < kMicro; ++j) acc[i][j] += av.v[i] * bv.v[j];
         }
       }
       __syncthreads();
@@ -189,14 +195,27 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
       sum_cluster_splits<scalar_t, Acc, kTile>(c_blk, acc, &slabs[0][0][0], m - m0, n - n0, n);
       continue;
     }
+    // A thread's kMicro outputs of a row are consecutive: one vector store where they are all inside the
+    // matrix and aligned as one, else one at a time.
+    struct alignas(kMicro * sizeof(Out)) OutRun {
+      Out v[kMicro];
+    };
+    const int64_t col0 = kMicro * tx;
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
-      const int64_t row = ty + i * kSpread;
+      const int64_t row = kMicro * ty + i;
+      if (m0 + row >= m) continue;
+      Out* dst = c_blk + row * n + col0;
+      if (n0 + col0 + kMicro <= n && reinterpret_cast<uintptr_t>(dst) % sizeof(OutRun) == 0) {
+        OutRun run;
 #pragma unroll
-      for (int j = 0; j < kMicro; ++j) {
-        const int64_t col = tx + j * kSpread;
-        if (m0 + row < m && n0 + col < n) c_blk[row * n + col] = Out(acc[i][j]);
+        for (int j = 0; j < kMicro; ++j) run.v[j] = Out(acc[i][j]);
+        *reinterpret_cast<OutRun*>(dst) = run;
+        continue;
       }
+#pragma unroll
+      for (int j = 0; j < kMicro; ++j)
+        if (n0 + col0 + j < n) dst[j] = Out(acc[i][j]);
     }
   }
 }
