@@ -238,12 +238,13 @@ def expected_hopper_path(a, b):
 
 # Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, or of fewer
 # than SMALL_FLOAT32_OUTPUTS output elements up to FEW_OUTPUTS_MACS_TMA multiply-adds (operands the Hopper
-# kernel reads through TMA) or FEW_OUTPUTS_MACS_COPIED (others), take the general kernel (bmm/bmm.cu
+# kernel reads through TMA) or FEW_OUTPUTS_MACS_COPIED (others, over a K of at least FEW_OUTPUTS_COPIED_MIN_K),
+# take the general kernel (bmm/bmm.cu
 # small_full_precision_float) unless they are thin (thin_path); under TF32, and otherwise, the tensor-core
 # kernels.
 SMALL_FLOAT32_MACS = 2 ** 24
 SMALL_FLOAT32_OUTPUTS = 2 ** 19
-FEW_OUTPUTS_MACS_TMA, FEW_OUTPUTS_MACS_COPIED = 2 ** 26, 2 ** 30
+FEW_OUTPUTS_MACS_TMA, FEW_OUTPUTS_MACS_COPIED, FEW_OUTPUTS_COPIED_MIN_K = 2 ** 26, 2 ** 30, 1024
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
@@ -260,10 +261,6 @@ SHORT_K_MMA_MIN_K, SHORT_K_MMA_OUTPUTS = 9, 2 ** 20
 # The general kernel's 32-wide tiles: products of at most GENERAL_32_MACS multiply-adds whose 64-wide
 # tiles are fewer than the SMs (bmm/general.cu tile_for).
 GENERAL_32_MACS = 2 ** 22
-# Under TF32, products of at most SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
-# narrower than 16 bytes take the general kernel (bmm/bmm.cu small_tf32_on_narrow_copies).
-SMALL_TF32_MACS = 2 ** 24
-SMALL_TF32 = "general: small TF32 product on unaligned operands"
 
 
 def batch_of(a, b):
@@ -350,12 +347,10 @@ def small_float32(a, b):
     outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
     if torch.get_float32_matmul_precision() == "highest":
         through_tma = hopper_float32_runs() and mma_copy_width(a, b) is not None and copied_operands(a, b, True) == 0
-        cap = FEW_OUTPUTS_MACS_TMA if through_tma else FEW_OUTPUTS_MACS_COPIED
+        cap = FEW_OUTPUTS_MACS_TMA if through_tma else FEW_OUTPUTS_MACS_COPIED if k >= FEW_OUTPUTS_COPIED_MIN_K else 0
         small = outputs * k <= SMALL_FLOAT32_MACS or (outputs < SMALL_FLOAT32_OUTPUTS and outputs * k <= cap)
         return SMALL_FLOAT32 if small else None
-    width = mma_copy_width(a, b)
-    small = outputs * k <= SMALL_TF32_MACS and width is not None and width < 16 and k > 0 and not mma_unavailable()
-    return SMALL_TF32 if small else None
+    return None
 
 
 def poisoned_bmm(a, b):
@@ -1886,9 +1881,10 @@ def test_general_path_both_tile_widths(dtype, case):
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
     # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, or of fewer than
-    # SMALL_FLOAT32_OUTPUTS outputs up to FEW_OUTPUTS_MACS_TMA multiply-adds (FEW_OUTPUTS_MACS_COPIED where
-    # the Hopper kernel would copy an operand, or does not run), run on the general kernel's FMAs (K <= 16
-    # on the thin kernel); the others, and any under TF32, on the tensor cores.
+    # SMALL_FLOAT32_OUTPUTS outputs up to FEW_OUTPUTS_MACS_TMA multiply-adds (FEW_OUTPUTS_MACS_COPIED over a
+    # K of FEW_OUTPUTS_COPIED_MIN_K or more where the Hopper kernel would copy an operand, or does not run),
+    # run on the general kernel's FMAs (K <= 16 on the thin kernel); the others, and any under TF32, on the
+    # tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
     at_limit = (f32(512, 32), f32(32, 1024))  # 2^24 multiply-adds, 2^19 outputs
@@ -1896,19 +1892,21 @@ def test_small_float32_products_take_the_general_kernel():
     few_outputs = (f32(64, 1024), f32(1024, 1024))  # 2^16 outputs over a long K: 2^26 multiply-adds
     few_outputs_more = (f32(64, 4096), f32(4096, 1024))  # 2^28
     few_outputs_copied = (f32(64, 4096), f32(4096, 1025)[:, 1:])  # 2^28, b's base 4 bytes in
+    few_outputs_copied_short_k = (f32(384, 200), f32(200, 1025)[:, 1:])  # 2^26.2, 2^18.6 outputs, K under 1024
     many_outputs = (f32(512, 4096), f32(4096, 1024))  # 2^19
     short_k = (f32(2048, 4), f32(4, 4096))  # 2^25 multiply-adds, K = 4
     assert 512 * 1024 * 32 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
-    assert 64 * 1024 * 1024 == FEW_OUTPUTS_MACS_TMA
+    assert 64 * 1024 * 1024 == FEW_OUTPUTS_MACS_TMA and 200 < FEW_OUTPUTS_COPIED_MIN_K <= 4096
     for general in (at_limit, few_outputs, few_outputs_copied):
         assert torch.ops.tiles._bmm_path(*general) == SMALL_FLOAT32
     assert torch.ops.tiles._bmm_path(*short_k) == "thin short-k"
     tensor_cores = ("hopper-wgmma 3xtf32", "mma-sync 3xtf32")
-    for large in (over, many_outputs):
-        assert torch.ops.tiles._bmm_path(*large).startswith(tensor_cores)
+    for large in (over, many_outputs, few_outputs_copied_short_k):
+        assert torch.ops.tiles._bmm_path(*large).startswith(tensor_cores), torch.ops.tiles._bmm_path(*large)
     more = torch.ops.tiles._bmm_path(*few_outputs_more)
     assert more.startswith("hopper-wgmma 3xtf32") if hopper_float32_runs() else more == SMALL_FLOAT32, more
-    for a, b in (at_limit, over, few_outputs, few_outputs_more, few_outputs_copied, short_k):
+    for a, b in (at_limit, over, few_outputs, few_outputs_more, few_outputs_copied, few_outputs_copied_short_k,
+                 short_k):
         assert small_float32(a, b) == (SMALL_FLOAT32 if torch.ops.tiles._bmm_path(a, b) == SMALL_FLOAT32 else None)
         assert_bmm_close(poisoned_bmm(a, b), a, b)
     torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
@@ -1917,30 +1915,26 @@ def test_small_float32_products_take_the_general_kernel():
 
 
 @requires_cuda
-def test_small_tf32_products_on_unaligned_operands_take_the_general_kernel():
-    # Under TF32, products of up to SMALL_TF32_MACS multiply-adds whose operands the mma kernel would copy
-    # narrower than 16 bytes (rows of 13 floats, a base 4 bytes in) run on the general kernel; aligned ones, and larger
-    # ones, on the tensor cores.
+def test_small_tf32_products_on_unaligned_operands_take_the_tensor_cores():
+    # Under TF32 the mma kernel takes small products whose operands it copies narrower than 16 bytes (rows
+    # of 13 floats, a base 4 bytes in), as it takes larger and aligned ones: its copies beat the general
+    # kernel's FMAs at every size the slow-grid-tf32 preset timed (NOTES.md, N1h).
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
     old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:
         small = (f32(2, 408, 55), f32(2, 55, 13))  # b's rows 52 bytes apart: 4-byte copies
-        at_limit = (f32(1, 512, 32), f32(1, 32, 1025)[:, :, 1:])  # 2^24 multiply-adds, b's base 4 bytes in
-        over = (f32(1, 512, 32), f32(1, 32, 1026)[:, :, 1:])  # one column more
+        base_4_bytes_in = (f32(1, 512, 32), f32(1, 32, 1025)[:, :, 1:])
         larger = (f32(8, 47, 74), f32(8, 74, 1254))  # 2^25 multiply-adds, 8-byte copies
         aligned = (f32(2, 408, 56), f32(2, 56, 16))
-        for general in (small, at_limit):
-            assert mma_copy_width(*general) < 16 and torch.ops.tiles._bmm_path(*general) == SMALL_TF32
-        assert 512 * 1024 * 32 == SMALL_TF32_MACS
-        for tensor_cores in (over, larger):
-            assert torch.ops.tiles._bmm_path(*tensor_cores).startswith("mma-sync tf32 unaligned")
+        for unaligned in (small, base_4_bytes_in, larger):
+            assert mma_copy_width(*unaligned) < 16
+            assert torch.ops.tiles._bmm_path(*unaligned).startswith("mma-sync tf32 unaligned")
         assert torch.ops.tiles._bmm_path(*aligned).startswith(("hopper-wgmma tf32", "mma-sync tf32")), \
             torch.ops.tiles._bmm_path(*aligned)
-        for (a, b), expected in ((small, SMALL_TF32), (at_limit, SMALL_TF32), (over, None), (larger, None),
-                                 (aligned, None)):
-            assert small_float32(a, b) == expected
+        for a, b in (small, base_4_bytes_in, larger, aligned):
+            assert small_float32(a, b) is None
             assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(torch.float32, "high")][1])
     finally:
         torch.set_float32_matmul_precision(old)

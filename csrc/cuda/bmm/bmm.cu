@@ -22,19 +22,24 @@ bool few_tiles_long_k(const BmmProblem& p) {
 // whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, or an
 // output of few tiles (which the general kernel splits along K over the idle SMs) up to 2^26 multiply-adds
 // where the Hopper kernel reads both operands through TMA (2 x 2048 x 60 x 512, 2^27: 38.7 us against
-// 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied (2 x 2048 x 30 x 4096 160
-// against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). The 2^30 limit also serves GPUs without
-// the Hopper kernel, where the aligned mma.sync kernel is the alternative: untimed there (the rule had no
-// limit before). (A K under one tensor-core k-step is thin and never gets here.) Timings (`bmm_paths.py
-// --preset skinny-float32`) in NOTES.md, "Which float32 products take the general kernel". TF32 ("high"
-// precision) keeps the tensor cores.
+// 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied and K is long (2 x 2048 x
+// 30 x 4096 160 against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). Over a shorter K the
+// mma.sync kernel's 3xTF32 now wins those (H200, flushed / back to back us, general against mma-64: 2 x 35
+// x 4483 x 445 53-55 / 46-49 against 35-36 / 32-33 in every layout, 8 x 47 x 1254 x 74 18-19 / 13-15
+// against 13 / 9.5). The 2^30 limit also serves GPUs without the Hopper kernel, where the aligned
+// mma.sync kernel is the alternative: untimed there (the rule had no limit before). (A K under one
+// tensor-core k-step is thin and never gets here.) Timings (`bmm_paths.py --preset skinny-float32`,
+// `--preset slow-grid-fp32`) in NOTES.md, "Which float32 products take the general kernel". TF32
+// ("high" precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
-  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
+  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19, kMinCopiedK = 1024;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
   const int64_t outputs = p.batch * p.m * p.n, multiply_adds = outputs * p.k;
   if (multiply_adds <= kMaxMultiplyAdds) return true;
+  if (outputs >= kMaxOutputs) return false;
   const bool through_tma = hopper_tf32::can_run(p) && !hopper_tf32::copies(p);
-  return outputs < kMaxOutputs && multiply_adds <= (int64_t(1) << (through_tma ? 26 : 30));
+  if (through_tma) return multiply_adds <= (int64_t(1) << 26);
+  return p.k >= kMinCopiedK && multiply_adds <= (int64_t(1) << 30);
 }
 
 // Whether the mma.sync kernel beats the short-K kernel: K of 9 to 16 (where the short-K kernel's threads
@@ -57,18 +62,6 @@ bool short_k_on_tensor_cores(const BmmProblem& p) {
 // against general-64's 10.0-10.5 / 6.6-7.1).
 bool short_k_on_cuda_cores(const BmmProblem& p) {
   return small_full_precision_float(p) && general::tile_for(p) == 32;
-}
-
-// Whether a TF32 product runs faster on the general kernel's FMAs than on the mma.sync kernel's copies
-// narrower than 16 bytes (operands TMA cannot address; the Hopper kernel copies them only for large
-// products, hopper_tf32::prefers): with little work, the copies' fixed cost per k-step of a tile dominates.
-// Measured with `bmm_paths.py --preset slow-grid-tf32` (H100, NOTES.md "General kernel and small float32
-// products"): 1 x 474 x 138 x 202 22 -> 16 us, 2 x 408 x 13 x 55 10.8 -> 7.0, 8 x 25 x 23 x 75 12.5 -> 8.5;
-// from 8 x 47 x 1254 x 74 (2^25 multiply-adds) up the mma kernel stays ahead.
-bool small_tf32_on_narrow_copies(const BmmProblem& p) {
-  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24;
-  if (p.out.scalar_type() != at::kFloat || !float32_as_tf32()) return false;
-  return p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds && mma::copy_bytes(p) < 16;
 }
 
 // Whether a TF32 product of which the Hopper kernel copies one operand (copied_operands: those TMA
@@ -105,10 +98,6 @@ Path choose_path(const BmmProblem& p, const char** why) {
   }
   if (hopper_tf32::can_run(p) && hopper_tf32::prefers(p)) return Path::hopper_tf32;
   if (!mma::can_run(p, why)) return Path::general;
-  if (small_tf32_on_narrow_copies(p)) {
-    if (why) *why = "small TF32 product on unaligned operands";
-    return Path::general;
-  }
   // Few tiles over a long K: the mma kernel splits K itself (bmm/mma.cu cheapest_split), as the DMMA one
   // always did; where it declines (a K too short for two 8-k-tile slices, or a split saving under a tenth:
   // 16-bit 1 x 512 x 512 x 800, TF32 K of 256 to 384) the general kernel's 64-deep split-K takes them, as

@@ -39,9 +39,9 @@ enum class Path { hopper, hopper_tf32, thin, mma, general };
 // The path bmm runs `p` on (bmm/bmm.cu): hopper where it can take the product, else thin for a thin one
 // (mma for a short K of 9 to 16 over few outputs, where it can; at full float32 precision, general
 // where its tiles are 32 wide), general for a small float32 product at full precision, else hopper_tf32
-// where it can take the product and prefers it, else mma where it can (but general for a small TF32
-// product on operands mma would copy narrower than 16 bytes), else general; when `why` is given and the
-// answer is general, it says why.
+// where it can take the product and prefers it, else mma where it can (but general for few output
+// tiles over a long K that mma declines to split), else general; when `why` is given and the answer is
+// general, it says why.
 Path choose_path(const BmmProblem& p, const char** why = nullptr);
 
 namespace general {
