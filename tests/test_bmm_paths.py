@@ -237,14 +237,13 @@ def expected_hopper_path(a, b):
 
 
 # Under the "highest" precision, float32 products of at most SMALL_FLOAT32_MACS multiply-adds, or of fewer
-# than SMALL_FLOAT32_OUTPUTS output elements up to FEW_OUTPUTS_MACS_TMA multiply-adds (operands the Hopper
-# kernel reads through TMA) or FEW_OUTPUTS_MACS_COPIED (others, over a K of at least FEW_OUTPUTS_COPIED_MIN_K),
-# take the general kernel (bmm/bmm.cu
+# than SMALL_FLOAT32_OUTPUTS output elements up to FEW_OUTPUTS_MACS_TMA multiply-adds where the Hopper
+# kernel reads both operands through TMA, take the general kernel (bmm/bmm.cu
 # small_full_precision_float) unless they are thin (thin_path); under TF32, and otherwise, the tensor-core
 # kernels.
 SMALL_FLOAT32_MACS = 2 ** 24
 SMALL_FLOAT32_OUTPUTS = 2 ** 19
-FEW_OUTPUTS_MACS_TMA, FEW_OUTPUTS_MACS_COPIED, FEW_OUTPUTS_COPIED_MIN_K = 2 ** 26, 2 ** 30, 1024
+FEW_OUTPUTS_MACS_TMA = 2 ** 26
 SMALL_FLOAT32 = "general: small float32 product at full precision"
 
 
@@ -347,7 +346,7 @@ def small_float32(a, b):
     outputs, k = batch_of(a, b) * a.shape[-2] * b.shape[-1], a.shape[-1]
     if torch.get_float32_matmul_precision() == "highest":
         through_tma = hopper_float32_runs() and mma_copy_width(a, b) is not None and copied_operands(a, b, True) == 0
-        cap = FEW_OUTPUTS_MACS_TMA if through_tma else FEW_OUTPUTS_MACS_COPIED if k >= FEW_OUTPUTS_COPIED_MIN_K else 0
+        cap = FEW_OUTPUTS_MACS_TMA if through_tma else SMALL_FLOAT32_MACS
         small = outputs * k <= SMALL_FLOAT32_MACS or (outputs < SMALL_FLOAT32_OUTPUTS and outputs * k <= cap)
         return SMALL_FLOAT32 if small else None
     return None
@@ -1881,32 +1880,29 @@ def test_general_path_both_tile_widths(dtype, case):
 @requires_cuda
 def test_small_float32_products_take_the_general_kernel():
     # At full precision, float32 products of up to SMALL_FLOAT32_MACS multiply-adds, or of fewer than
-    # SMALL_FLOAT32_OUTPUTS outputs up to FEW_OUTPUTS_MACS_TMA multiply-adds (FEW_OUTPUTS_MACS_COPIED over a
-    # K of FEW_OUTPUTS_COPIED_MIN_K or more where the Hopper kernel would copy an operand, or does not run),
-    # run on the general kernel's FMAs (K <= 16 on the thin kernel); the others, and any under TF32, on the
-    # tensor cores.
+    # SMALL_FLOAT32_OUTPUTS outputs up to FEW_OUTPUTS_MACS_TMA multiply-adds where the Hopper kernel reads
+    # both operands through TMA, run on the general kernel's FMAs (K <= 16 on the thin kernel); the others
+    # (an operand the Hopper kernel would copy, or no Hopper kernel), and any under TF32, on the tensor cores.
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
     at_limit = (f32(512, 32), f32(32, 1024))  # 2^24 multiply-adds, 2^19 outputs
     over = (f32(1024, 24), f32(24, 1024))
     few_outputs = (f32(64, 1024), f32(1024, 1024))  # 2^16 outputs over a long K: 2^26 multiply-adds
     few_outputs_more = (f32(64, 4096), f32(4096, 1024))  # 2^28
-    few_outputs_copied = (f32(64, 4096), f32(4096, 1025)[:, 1:])  # 2^28, b's base 4 bytes in
-    few_outputs_copied_short_k = (f32(384, 200), f32(200, 1025)[:, 1:])  # 2^26.2, 2^18.6 outputs, K under 1024
+    few_outputs_copied = (f32(384, 200), f32(200, 1025)[:, 1:])  # 2^26.2, 2^18.6 outputs, b's base 4 bytes in
     many_outputs = (f32(512, 4096), f32(4096, 1024))  # 2^19
     short_k = (f32(2048, 4), f32(4, 4096))  # 2^25 multiply-adds, K = 4
     assert 512 * 1024 * 32 == SMALL_FLOAT32_MACS and 512 * 1024 == SMALL_FLOAT32_OUTPUTS
-    assert 64 * 1024 * 1024 == FEW_OUTPUTS_MACS_TMA and 200 < FEW_OUTPUTS_COPIED_MIN_K <= 4096
-    for general in (at_limit, few_outputs, few_outputs_copied):
+    assert 64 * 1024 * 1024 == FEW_OUTPUTS_MACS_TMA
+    for general in (at_limit, few_outputs):
         assert torch.ops.tiles._bmm_path(*general) == SMALL_FLOAT32
     assert torch.ops.tiles._bmm_path(*short_k) == "thin short-k"
     tensor_cores = ("hopper-wgmma 3xtf32", "mma-sync 3xtf32")
-    for large in (over, many_outputs, few_outputs_copied_short_k):
+    for large in (over, many_outputs, few_outputs_copied):
         assert torch.ops.tiles._bmm_path(*large).startswith(tensor_cores), torch.ops.tiles._bmm_path(*large)
     more = torch.ops.tiles._bmm_path(*few_outputs_more)
-    assert more.startswith("hopper-wgmma 3xtf32") if hopper_float32_runs() else more == SMALL_FLOAT32, more
-    for a, b in (at_limit, over, few_outputs, few_outputs_more, few_outputs_copied, few_outputs_copied_short_k,
-                 short_k):
+    assert more.startswith("hopper-wgmma 3xtf32") if hopper_float32_runs() else more != SMALL_FLOAT32, more
+    for a, b in (at_limit, over, few_outputs, few_outputs_more, few_outputs_copied, short_k):
         assert small_float32(a, b) == (SMALL_FLOAT32 if torch.ops.tiles._bmm_path(a, b) == SMALL_FLOAT32 else None)
         assert_bmm_close(poisoned_bmm(a, b), a, b)
     torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it

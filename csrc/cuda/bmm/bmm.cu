@@ -21,25 +21,24 @@ bool few_tiles_long_k(const BmmProblem& p) {
 // Whether a float32 product at full precision runs faster on the general kernel's FMAs than on 3xTF32,
 // whose fixed cost per k-step of a tile dominates when there is little work: few multiply-adds, or an
 // output of few tiles (which the general kernel splits along K over the idle SMs) up to 2^26 multiply-adds
-// where the Hopper kernel reads both operands through TMA (2 x 2048 x 60 x 512, 2^27: 38.7 us against
-// 28.7; 2 x 2048 x 100 x 4096: 321 against 58), 2^30 where they would be copied and K is long (2 x 2048 x
-// 30 x 4096 160 against mma.sync's 222, 2 x 8192 x 30 x 4096 509 against 225). Over a shorter K the
-// mma.sync kernel's 3xTF32 now wins those (H200, flushed / back to back us, general against mma-64: 2 x 35
-// x 4483 x 445 53-55 / 46-49 against 35-36 / 32-33 in every layout, 8 x 47 x 1254 x 74 18-19 / 13-15
-// against 13 / 9.5). The 2^30 limit also serves GPUs without the Hopper kernel, where the aligned
-// mma.sync kernel is the alternative: untimed there (the rule had no limit before). (A K under one
-// tensor-core k-step is thin and never gets here.) Timings (`bmm_paths.py --preset skinny-float32`,
-// `--preset slow-grid-fp32`) in NOTES.md, "Which float32 products take the general kernel". TF32
-// ("high" precision) keeps the tensor cores.
+// where the Hopper kernel reads both operands through TMA (2 x 512 x 100 x 512, 2^25.6: 24.8 us against
+// 27.9; 2 x 2048 x 60 x 512, 2^27: 38.7 against 28.7; 2 x 2048 x 100 x 4096: 321 against 58). Where an
+// operand would be copied (or the Hopper kernel does not run) the mma.sync kernel's 3xTF32 takes every
+// product over 2^24: it is 1.2-2.2x faster than the general kernel there, over a short K or a long one
+// (H200, flushed us, general against mma-64: 2 x 35 x 4483 x 445 53-55 against 35-36 in every layout,
+// 8 x 47 x 1254 x 74 18-19 against 13, 2 x 2048 x 30 x 4096 142 against 74, 1 x 3000 x 77 x 3000 170
+// against 79, 2 x 8192 x 10 x 4096 490 against 244; before N1b and e93d5af the general kernel led on the
+// long K ones up to 2^30). (A K under one tensor-core k-step is thin and never gets here.) Timings
+// (`bmm_paths.py --preset skinny-float32`, `--preset slow-grid-fp32`) in NOTES.md, "Which float32
+// products take the general kernel". TF32 ("high" precision) keeps the tensor cores.
 bool small_full_precision_float(const BmmProblem& p) {
-  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19, kMinCopiedK = 1024;
+  constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 24, kMaxOutputs = int64_t(1) << 19;
+  constexpr int64_t kMaxMultiplyAddsThroughTma = int64_t(1) << 26;
   if (p.out.scalar_type() != at::kFloat || float32_as_tf32()) return false;
   const int64_t outputs = p.batch * p.m * p.n, multiply_adds = outputs * p.k;
   if (multiply_adds <= kMaxMultiplyAdds) return true;
-  if (outputs >= kMaxOutputs) return false;
   const bool through_tma = hopper_tf32::can_run(p) && !hopper_tf32::copies(p);
-  if (through_tma) return multiply_adds <= (int64_t(1) << 26);
-  return p.k >= kMinCopiedK && multiply_adds <= (int64_t(1) << 30);
+  return through_tma && outputs < kMaxOutputs && multiply_adds <= kMaxMultiplyAddsThroughTma;
 }
 
 // Whether the mma.sync kernel beats the short-K kernel: K of 9 to 16 (where the short-K kernel's threads
