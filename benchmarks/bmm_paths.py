@@ -8,8 +8,9 @@ others would stand, `torch.ops.tiles._bmm_on_path`).
     python benchmarks/bmm_paths.py --device cpu             # dry run: tiles.bmm against torch, CPU clock
 
 Presets:
-- small-float32: float32 under "highest", where small products (at most 2^24 multiply-adds, fewer than
-  2^19 outputs; K <= 16 is thin) take the general kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
+- small-float32: float32 under "highest", where small products (at most 2^24 multiply-adds, or up to
+  2^26 over fewer than 2^19 outputs that the Hopper kernel reads through TMA; K <= 16 is thin) take the
+  general kernel. It holds the eight products of a training step of examples/train.py's MLP and square, batched
   and skinny products on both sides of that limit.
 - general: bf16 / fp16 / float64 products that take the general kernel for their layout or shape: no
   unit-stride dim, few output tiles over a long K (the mma kernel's split-K, or the general kernel's
