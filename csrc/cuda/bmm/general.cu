@@ -43,6 +43,12 @@ constexpr int kPad = 4;
 template <class Acc>
 constexpr int kDepth = sizeof(Acc) == 8 ? 32 : 64;
 
+// A thread's kMicro consecutive values (of one k's slab row, or of one output row), moved as one vector.
+template <class T, int kMicro>
+struct alignas(kMicro * sizeof(T)) Run {
+  T v[kMicro];
+};
+
 // One operand's [rows x depth] slab (a) or [depth x cols] slab (b), held in registers between its load
 // from global memory and its store to shared memory as [depth][kTile] (k-major).
 //   `outer_stride` steps along the tile's m (or n) dim, `k_stride` along k; zeros outside the matrix.
@@ -130,7 +136,8 @@ __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
 
 // Writes c[batch][m][n] from k-blocks [blockIdx.z * k_split, + k_split): with one split (gridDim.z = 1)
 // or kClusterSum, c is the output (Out = scalar_t); otherwise this split's partials (Out = the op-math
-// type) at c + blockIdx.z * batch * m * n.
+// type) at c + blockIdx.z * batch * m * n. 32-wide tiles are bounded to two blocks an SM (unbounded,
+// ptxas gave the float one 148 registers: one block).
 template <class scalar_t, class Out, int kTile, bool kClusterSum = false>
 __global__ void __launch_bounds__(kThreads, kTile == 32 ? 2 : 1)
 bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
@@ -144,11 +151,8 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
   static_assert(2 * D * (kTile + kPad) >= kTile * kTile, "a partial tile must fit in the slabs' memory");
   Acc(*a_tile)[kTile + kPad] = slabs[0];
   Acc(*b_tile)[kTile + kPad] = slabs[1];
-  // One k's kMicro consecutive values of a slab row, read as one vector. (32-wide tiles at two blocks an
-  // SM: unbounded, ptxas gave the float one 148 registers, one block.)
-  struct alignas(kMicro * sizeof(Acc)) Run {
-    Acc v[kMicro];
-  };
+  using AccRun = Run<Acc, kMicro>;
+  using OutRun = Run<Out, kMicro>;
 
   const int64_t m0 = int64_t(blockIdx.x / tiles_n) * kTile;
   const int64_t n0 = int64_t(blockIdx.x % tiles_n) * kTile;
@@ -180,8 +184,8 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
         if (k8 >= depth) break;
 #pragma unroll
         for (int kk = k8; kk < k8 + 8; ++kk) {
-          const Run av = *reinterpret_cast<const Run*>(&a_tile[kk][kMicro * ty]);
-          const Run bv = *reinterpret_cast<const Run*>(&b_tile[kk][kMicro * tx]);
+          const AccRun av = *reinterpret_cast<const AccRun*>(&a_tile[kk][kMicro * ty]);
+          const AccRun bv = *reinterpret_cast<const AccRun*>(&b_tile[kk][kMicro * tx]);
 #pragma unroll
           for (int i = 0; i < kMicro; ++i)
 #pragma unroll
@@ -196,10 +200,8 @@ bmm_kernel(Out* __restrict__ c, const scalar_t* __restrict__ a, const scalar_t* 
       continue;
     }
     // A thread's kMicro outputs of a row are consecutive: one vector store where they are all inside the
-    // matrix and aligned as one, else one at a time.
-    struct alignas(kMicro * sizeof(Out)) OutRun {
-      Out v[kMicro];
-    };
+    // matrix and aligned as one, else one at a time. Alignment is tested per row, not once a launch: where
+    // n % kMicro != 0 some rows still align (every other one for 32-wide tiles and odd n).
     const int64_t col0 = kMicro * tx;
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
