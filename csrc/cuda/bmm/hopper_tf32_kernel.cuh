@@ -4,7 +4,8 @@
 // TF32 wgmma reads a shared-memory operand only in K-major order, so the kernel multiplies two roles
 // rather than a and b:
 //   R, the register operand: a tile of BP = 128 rows x BK = 32 k, any major order, loaded by TMA and
-//      read into wgmma's A fragments with ordinary shared-memory loads (which also round to TF32);
+//      read into wgmma's A fragments with ordinary shared-memory loads (which also round to TF32), except
+//      in 1xTF32 with R K-major (a.b.mT, "NT"), where wgmma reads it through a descriptor as it reads Q;
 //   Q, the shared-memory operand: BQ rows x 32 k, K-major, read by wgmma through a descriptor.
 // D = R * Q^T is a BP x BQ tile. With a row-major a and b (b N-major) the roles swap: R = b^T,
 // Q = a, and D is an output tile transposed (kSwap). The host picks the roles (bmm/hopper_tf32.cu).
@@ -54,6 +55,13 @@ __device__ __forceinline__ void wgmma_tf32(float* acc, const uint32_t* a, uint64
   else if constexpr (BQ == 192) wgmma_m64n192k8_tf32_rs(acc, a, desc_q, scale_d);
   else if constexpr (BQ == 128) wgmma_m64n128k8_tf32_rs(acc, a, desc_q, scale_d);
   else wgmma_m64n64k8_tf32_rs(acc, a, desc_q, scale_d);
+}
+template <int BQ>
+__device__ __forceinline__ void wgmma_tf32(float* acc, uint64_t desc_r, uint64_t desc_q, int scale_d) {
+  if constexpr (BQ == 256) wgmma_m64n256k8_tf32_ss(acc, desc_r, desc_q, scale_d);
+  else if constexpr (BQ == 192) wgmma_m64n192k8_tf32_ss(acc, desc_r, desc_q, scale_d);
+  else if constexpr (BQ == 128) wgmma_m64n128k8_tf32_ss(acc, desc_r, desc_q, scale_d);
+  else wgmma_m64n64k8_tf32_ss(acc, desc_r, desc_q, scale_d);
 }
 
 // The thread's A fragments for the 4 k-steps of a k-block: element j of step kk holds R at fragment
@@ -207,6 +215,10 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   constexpr bool kWideProducer = kProducerTransposes || kCopies;
   constexpr int kProducerRegisters = kWideProducer ? 72 : 40;
   constexpr int kConsumerRegisters = kWideProducer ? 216 : 232;
+  // A K-major R in 1xTF32 is read by wgmma from shared memory as Q is (both operands through descriptors):
+  // the consumers issue no loads, and R's floats are truncated to TF32 as Q's are, not rounded. 3xTF32
+  // still needs R's small part, which only the register path computes.
+  constexpr bool kRShared = kRKMajor && kSplit == 1;
 
   extern __shared__ uint8_t smem_raw[];
   // Rounded up to 1024 bytes (the swizzle's period) by pointer arithmetic, not through an integer, so
@@ -364,7 +376,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   StageRing<kStages> ring;
   float acc[BQ / 2];
   float part[kSplit == 3 ? BQ / 2 : 1];
-  uint32_t big[2][4][4], small[4][4];  // small: 3xTF32 only
+  uint32_t big[kRShared ? 1 : 2][4][4], small[4][4];  // big: R through registers only; small: 3xTF32 only
 
   // One k-block: wait for its stage (a 128-wide MN-major 1xTF32 Q: transpose this warp's share of it and
   // wait for the others'), read the R fragments, issue its wgmmas. TF32 leaves them in flight (fragment set
@@ -380,13 +392,16 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       if (lane == 0) mbarrier_arrive(&ready[ring.s]);
     }
     if constexpr (kSplit == 3 || kQMnMajor) mbarrier_wait(&ready[ring.s], ring.phase);
-    load_fragments<kSplit, kRKMajor>(stage_r(ring.s), row0, row1, lane % 4, big[f], small);
+    if constexpr (!kRShared) load_fragments<kSplit, kRKMajor>(stage_r(ring.s), row0, row1, lane % 4, big[f], small);
     const uint8_t* q = stage_q(ring.s);
+    const uint8_t* r = stage_r(ring.s) + w * 64 * 128;  // this warpgroup's 64 K-major rows
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 8; ++kk) {
       const uint64_t dq = smem_descriptor(q + kk * 32, 0, kGroup);  // 8 k = 32 bytes along the row
-      if constexpr (kSplit == 1) {
+      if constexpr (kRShared) {
+        wgmma_tf32<BQ>(acc, smem_descriptor(r + kk * 32, 0, kGroup), dq, 1);
+      } else if constexpr (kSplit == 1) {
         wgmma_tf32<BQ>(acc, big[f][kk], dq, 1);
       } else {
         const uint64_t dq_small = smem_descriptor(stage_small(ring.s) + kk * 32, 0, kGroup);
