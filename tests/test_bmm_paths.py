@@ -1572,6 +1572,33 @@ def test_hopper_float32_tile_width(layouts):
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
 
 
+# 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices, too much work for
+# the general kernel) three quarters of each tile is padding, so bmm takes the mma.sync kernel's 64 x 64
+# tiles there (bmm/hopper_tf32.cu `prefers`); TF32, with 64-wide tiles, and a wider output keep the Hopper
+# kernel.
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS[:4], ids=["-".join(l) for l in LAYOUTS[:4]])
+def test_3xtf32_small_outputs_take_mma_sync(layouts):
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        small = tf32_operands(layouts, (512, 64, 64, 64))  # 2^27 multiply-adds, 2^21 outputs
+        wider = tf32_operands(layouts, (96, 512, 64, 512))
+        edge = tf32_operands(layouts, (512, 65, 64, 64))
+        assert small_float32(*small) is None and small_float32(*wider) is None and small_float32(*edge) is None
+        assert torch.ops.tiles._bmm_path(*small) == "mma-sync 3xtf32"
+        assert torch.ops.tiles._bmm_path(*wider).startswith("hopper-wgmma 3xtf32")
+        assert torch.ops.tiles._bmm_path(*edge).startswith("hopper-wgmma 3xtf32")
+        for a, b in (small, wider):
+            assert_bmm_close(poisoned_bmm(a, b), a, b)
+        torch.set_float32_matmul_precision("high")
+        assert torch.ops.tiles._bmm_path(*small).startswith("hopper-wgmma tf32")
+        assert_bmm_close(poisoned_bmm(*small), *small, FLOAT32_KINDS["high"][1])
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
 # Q of at most 64 rows (attention's N = 64 products with a transposed operand) takes 64-wide TF32 tiles
 # (bmm/hopper_tf32.cu plan): Q is b in every layout but a K-major a times an N-major b, whose roles swap
 # (Q is a: of 300-520 rows in the first three shapes, 48 in the last, whose tile is then 64 x 128 and

@@ -183,7 +183,14 @@ bool copies(const BmmProblem& p) { return copied_operands(p) > 0; }
 // each way ran 1.00-2.12x faster (language-model heads over V = 50257: 1.2-2.1x), smaller or thinner ones
 // 0.27-0.98x; in 3xTF32 the copies won only with an MN-major Q (transposed as it is copied, 1.05-1.65x), and
 // lost 0.3-0.6x where they carry a K-major Q and its small part.
+//
+// 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices) three quarters of
+// each tile is padding, and the mma.sync kernel's 64 x 64 tiles run 1.3x faster (H200, flushed / back to
+// back us, Hopper against mma-64: 512 x 64 x 64 x 64 22.4 / 18.5 against 17.4 / 10.8, the grid's worst
+// fp32 rows at 0.64-0.73x of cuBLAS; 1xTF32 has 64-wide tiles and stays: 13.5 / 9.6 against 16.2 / 9.4).
+// Where one side is wider the Hopper kernel holds (96 x 512 x 64 x 512 72.5 against 76.6; NOTES, N1m).
 bool prefers(const BmmProblem& p) {
+  if (!float32_as_tf32() && p.m <= 64 && p.n <= 64) return false;
   if (!copies(p)) return true;
   const double flops = 2.0 * double(p.batch) * double(p.m) * double(p.n) * double(p.k);
   if (flops < double(int64_t(1) << 30) || std::min(p.m, p.n) < 128) return false;

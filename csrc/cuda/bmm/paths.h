@@ -99,8 +99,9 @@ bool splits_k(const BmmProblem& p);
 // copied_roles).
 bool copies(const BmmProblem& p);
 int copied_operands(const BmmProblem& p);
-// Whether bmm should send p here: always where nothing is copied; with copies, only where they were
-// measured to beat the mma.sync kernel (bmm/hopper_tf32.cu). _bmm_on_path's "hopper" needs can_run alone.
+// Whether bmm should send p here: always where nothing is copied (but 3xTF32 over outputs of at most
+// 64 x 64); with copies, only where they were measured to beat the mma.sync kernel (bmm/hopper_tf32.cu).
+// _bmm_on_path's "hopper" needs can_run alone.
 bool prefers(const BmmProblem& p);
 // The output tile the kernel would use for p (rows x columns of the output): "128x256", "128x192" or
 // "128x128", or "256x128" / "192x128" where the roles are swapped (a K-major, b N-major); bmm/hopper_tf32.cu
