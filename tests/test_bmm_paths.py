@@ -258,8 +258,10 @@ THIN_K, THIN_COLUMNS, WIDER_THIN_COLUMNS, WIDER_THIN_MIN_K = 16, 4, 8, 64
 # precision the general kernel, where that runs 32-wide tiles (short_k_on_cuda_cores, general_tile).
 SHORT_K_MMA_MIN_K, SHORT_K_MMA_OUTPUTS = 9, 2 ** 20
 # The general kernel's 32-wide tiles: products of at most GENERAL_32_MACS multiply-adds whose 64-wide
-# tiles are fewer than the SMs (bmm/general.cu tile_for).
-GENERAL_32_MACS = 2 ** 22
+# tiles are fewer than the SMs (bmm/general.cu tile_for); a short K takes the general kernel for them only
+# up to SHORT_K_CUDA_CORES_MACS (bmm/bmm.cu short_k_on_cuda_cores).
+GENERAL_32_MACS = 7 * 2 ** 21
+SHORT_K_CUDA_CORES_MACS = 2 ** 22
 
 
 def batch_of(a, b):
@@ -324,7 +326,9 @@ def short_k_on_tensor_cores(a, b):
 def short_k_on_mma(a, b):
     """Whether bmm sends this short-K product to the mma kernel rather than the thin or general one."""
     full_precision = a.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
-    return short_k_on_tensor_cores(a, b) and not (full_precision and general_tile(a, b) == 32)
+    macs = batch_of(a, b) * a.shape[-2] * b.shape[-1] * a.shape[-1]
+    on_cuda_cores = full_precision and general_tile(a, b) == 32 and macs <= SHORT_K_CUDA_CORES_MACS
+    return short_k_on_tensor_cores(a, b) and not on_cuda_cores
 
 
 def thin_path(a, b):

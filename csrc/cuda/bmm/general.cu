@@ -268,10 +268,14 @@ void launch(const BmmProblem& p) {
   sum_splits<scalar_t, Acc>(p.out.data_ptr<scalar_t>(), partials, total, int(used));
 }
 
-// 32-wide tiles for products of at most 2^22 multiply-adds whose 64-wide tiles leave SMs idle: there
-// four times the blocks, each a quarter of the work, finish sooner; above it their 2 x 2 sub-tiles (half
-// the arithmetic per shared-memory load) lose (NOTES.md, "General kernel and small float32 products").
-constexpr int64_t kMaxMacsFor32 = int64_t(1) << 22;
+// 32-wide tiles for products of at most 7 x 2^21 (2^23.8) multiply-adds whose 64-wide tiles leave SMs
+// idle: there four times the blocks, each a quarter of the work, finish sooner; above it their 2 x 2
+// sub-tiles (half the arithmetic per shared-memory load) lose. Since the vector reads (4090c50) 32-wide
+// tiles won every float32 product timed from 2^22.4 to 2^23.7 (H200, "highest", flushed us, 32 against 64:
+// 4 x 128 x 127 x 100 8.0 against 12.3, 1 x 474 x 138 x 202 11.6 against 14.4, 2 x 633 x 10 x 944 19.6
+// against 23.8, 8 x 64 x 64 x 256 9.6 against 10.8) and lost at 2^24 (2 x 256 x 64 x 512, eight splits
+// of K: 13.8 against 10.6); NOTES.md, "General kernel and small float32 products".
+constexpr int64_t kMaxMacsFor32 = int64_t(7) << 21;
 
 }  // namespace
 
