@@ -16,7 +16,7 @@ divide them, else ``mma-sync <kind> unaligned``: 16-bit elements loaded one by o
 it where few tiles over a long K split K). Thin products (K <= 16, or at most 4 output columns or rows, 8 where K >= 64) take
 the thin CUDA-core kernels (``thin short-k`` / ``thin few-columns``) unless the Hopper kernel can (or, for
 a K of 9 to 16 over few outputs, the mma.sync kernel; at full float32 precision the general kernel, where
-it runs 32-wide tiles). Float32 products of at most 2^24 multiply-adds
+it runs 32-wide tiles, up to 2^22 multiply-adds). Float32 products of at most 2^24 multiply-adds
 under the "highest" precision (2^26 over few outputs where the Hopper kernel reads both operands through
 TMA), and everything else, take the general kernel. ``torch.ops.tiles._bmm_on_path(a, b, path)``
 runs one named path, so each is tested on every dtype it can take (the mma.sync kernel on bf16 / fp16
@@ -255,7 +255,8 @@ THIN_K, THIN_COLUMNS, WIDER_THIN_COLUMNS, WIDER_THIN_MIN_K = 16, 4, 8, 64
 
 # A short K of SHORT_K_MMA_MIN_K to THIN_K over fewer than SHORT_K_MMA_OUTPUTS outputs takes the mma.sync
 # kernel instead of the thin one where it can (bmm/bmm.cu short_k_on_tensor_cores), or at full float32
-# precision the general kernel, where that runs 32-wide tiles (short_k_on_cuda_cores, general_tile).
+# precision the general kernel, where that runs 32-wide tiles up to SHORT_K_CUDA_CORES_MACS multiply-adds
+# (short_k_on_cuda_cores, general_tile).
 SHORT_K_MMA_MIN_K, SHORT_K_MMA_OUTPUTS = 9, 2 ** 20
 # The general kernel's 32-wide tiles: products of at most GENERAL_32_MACS multiply-adds whose 64-wide
 # tiles are fewer than the SMs (bmm/general.cu tile_for); a short K takes the general kernel for them only
@@ -1589,11 +1590,11 @@ def test_3xtf32_small_outputs_take_mma_sync(layouts):
         torch.set_float32_matmul_precision("highest")
         small = tf32_operands(layouts, (512, 64, 64, 64))  # 2^27 multiply-adds, 2^21 outputs
         wider = tf32_operands(layouts, (96, 512, 64, 512))
-        edge = tf32_operands(layouts, (512, 65, 64, 64))
-        assert small_float32(*small) is None and small_float32(*wider) is None and small_float32(*edge) is None
+        edges = (tf32_operands(layouts, (512, 65, 64, 64)), tf32_operands(layouts, (512, 64, 65, 64)))
+        assert all(small_float32(*ops) is None for ops in (small, wider) + edges)
         assert torch.ops.tiles._bmm_path(*small) == "mma-sync 3xtf32"
-        assert torch.ops.tiles._bmm_path(*wider).startswith("hopper-wgmma 3xtf32")
-        assert torch.ops.tiles._bmm_path(*edge).startswith("hopper-wgmma 3xtf32")
+        for ops in (wider,) + edges:
+            assert torch.ops.tiles._bmm_path(*ops).startswith("hopper-wgmma 3xtf32")
         for a, b in (small, wider):
             assert_bmm_close(poisoned_bmm(a, b), a, b)
         torch.set_float32_matmul_precision("high")
@@ -1691,7 +1692,7 @@ COPIED_SHAPES = [(2, 129, 257, 72), (1, 1, 40, 65), (2, 200, 1, 137), (3, 37, 13
 # Which operand is unaligned: "row" / "col" / "col-sliced" unaligned, "aligned-row" / "aligned-col" not.
 COPIED_LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"), ("col-sliced", "row"),
                   ("aligned-row", "row"), ("row", "aligned-row"), ("aligned-col", "row"), ("col", "aligned-row"),
-                  ("aligned-row", "col"), ("col", "aligned-col")]
+                  ("aligned-row", "col"), ("col", "aligned-col"), ("row", "aligned-col")]
 
 
 def copied_operand(layout, batch, rows, cols):
@@ -1723,7 +1724,9 @@ def check_copied(a, b, name, tol):
 @pytest.mark.parametrize("shape", COPIED_SHAPES, ids=["x".join(map(str, s)) for s in COPIED_SHAPES])
 def test_hopper_float32_copied_operands(float32_precision, shape, layouts):
     # every role: R or Q copied, or both; an MN-major Q copied (transposed as it is copied) and taken
-    # along with a copied R; 3xTF32's small part of copied Q rows; zeros past the edges and past K
+    # along with a copied R; 3xTF32's small part of copied Q rows; zeros past the edges and past K; a copied
+    # K-major R beside a TMA-loaded Q ("row"-"aligned-col": under TF32 wgmma reads the copies from shared
+    # memory, after the copiers' proxy fence)
     hopper_float32_expected()
     name, tol = float32_precision
     batch, m, n, k = shape
@@ -1992,6 +1995,17 @@ def test_short_k_over_few_outputs_takes_the_mma_kernel(dtype):
     assert (tiny_path == SMALL_FLOAT32) if dtype == torch.float32 else tiny_path.startswith("mma-sync"), tiny_path
     for a, b in (few, k9, short, many, sliced, tiny):
         assert_bmm_close(poisoned_bmm(a, b), a, b)
+    if dtype == torch.float32 and sm_count() > 80:
+        # 2^22 multiply-adds over 64 blocks of 64 take the general kernel's 32-wide tiles; 2^22.3 over 80
+        # stays on the mma kernel (short_k_on_cuda_cores' cap), though the general kernel would run it 32 wide
+        at_cap = (t(1, 256, 16), t(1, 16, 1024))
+        over_cap = (t(1, 320, 16), t(1, 16, 1024))
+        assert general_tile(*at_cap) == 32 and not short_k_on_mma(*at_cap)
+        assert general_tile(*over_cap) == 32 and short_k_on_mma(*over_cap)
+        assert torch.ops.tiles._bmm_path(*at_cap) == SMALL_FLOAT32
+        assert torch.ops.tiles._bmm_path(*over_cap).startswith("mma-sync 3xtf32")
+        for a, b in (at_cap, over_cap):
+            assert_bmm_close(poisoned_bmm(a, b), a, b)
     if dtype == torch.float32:  # under TF32 the tensor cores keep them
         torch.set_float32_matmul_precision("high")  # the highest_float32_precision fixture restores it
         assert short_k_on_mma(*tiny) and torch.ops.tiles._bmm_path(*tiny).startswith("mma-sync tf32")

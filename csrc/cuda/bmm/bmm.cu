@@ -59,8 +59,10 @@ bool short_k_on_tensor_cores(const BmmProblem& p) {
 // 4.9 against 6.5-6.7 / 3.5, 4 x 128 x 128 x 12 7.8 / 4.9 against 6.5 / 3.5; where the kernel takes
 // 64-wide tiles the mma kernel stays ahead (5 x 2565 x 5 x 16, 205 blocks of 64: 8.4-8.9 / 4.7-5.6
 // against general-64's 10.0-10.5 / 6.6-7.1).
-// Timed up to 2^22 multiply-adds, where tile_for's 32-wide tiles stopped when these were measured; above
-// it (2^22-2^23 of a short K over fewer than 2^20 outputs) the mma kernel keeps them until timed.
+// Up to 2^22 multiply-adds only, where tile_for's 32-wide tiles stopped when these were measured: above it
+// (2^22-2^23 of a short K over fewer than 2^20 outputs) the mma kernel stays ahead (H200, flushed us, mma-64
+// against general-32: 1 x 1024 x 512 x 16 7.1 against 10.3, 2 x 512 x 512 x 12 7.3 against 9.5, 1 x 100 x
+// 4000 x 16 7.2 against 9.9).
 bool short_k_on_cuda_cores(const BmmProblem& p) {
   constexpr int64_t kMaxMultiplyAdds = int64_t(1) << 22;
   return small_full_precision_float(p) && general::tile_for(p) == 32 && p.batch * p.m * p.n * p.k <= kMaxMultiplyAdds;

@@ -274,7 +274,8 @@ void launch(const BmmProblem& p) {
 // tiles won every float32 product timed from 2^22.4 to 2^23.7 (H200, "highest", flushed us, 32 against 64:
 // 4 x 128 x 127 x 100 8.0 against 12.3, 1 x 474 x 138 x 202 11.6 against 14.4, 2 x 633 x 10 x 944 19.6
 // against 23.8, 8 x 64 x 64 x 256 9.6 against 10.8) and lost at 2^24 (2 x 256 x 64 x 512, eight splits
-// of K: 13.8 against 10.6); NOTES.md, "General kernel and small float32 products".
+// of K: 13.8 against 10.6); NOTES.md, "General kernel and small float32 products". Timed in float32 only;
+// the other dtypes that reach this kernel (operands with no unit-stride dim) share the rule.
 constexpr int64_t kMaxMacsFor32 = int64_t(7) << 21;
 
 }  // namespace

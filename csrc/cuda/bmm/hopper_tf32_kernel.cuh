@@ -299,7 +299,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
               write_small_rows<BQ>(stage_q(s), stage_small(s), copier, copiers, lane);
             }
           }
-          fence_async_shared();  // wgmma reads Q through the async proxy
+          fence_async_shared();  // wgmma reads Q (and, with kRShared, R) through the async proxy
           __syncwarp();
           if (lane == 0) {
             mbarrier_arrive(&full[s]);
@@ -379,9 +379,10 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   uint32_t big[kRShared ? 1 : 2][4][4], small[4][4];  // big: R through registers only; small: 3xTF32 only
 
   // One k-block: wait for its stage (a 128-wide MN-major 1xTF32 Q: transpose this warp's share of it and
-  // wait for the others'), read the R fragments, issue its wgmmas. TF32 leaves them in flight (fragment set
-  // `f` stays untouched until the next block's wait); 3xTF32 waits for them and folds the block's sum
-  // into `acc`. Returns the stage to free once its products are done.
+  // wait for the others'), read the R fragments (unless wgmma reads R from shared memory, kRShared), issue
+  // its wgmmas. TF32 leaves them in flight (fragment set `f` stays untouched until the next block's wait);
+  // 3xTF32 waits for them and folds the block's sum into `acc`. Returns the stage to free once its
+  // products are done.
   auto k_block = [&](auto f_index) {
     constexpr int f = decltype(f_index)::value;
     mbarrier_wait(&full[ring.s], ring.phase);
@@ -417,7 +418,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   };
 
   // One thread frees a stage for its warpgroup, after the warpgroup's wgmma wait, which every thread's
-  // R reads of the stage precede (they feed those wgmmas), as does the consumers' transposition of Q
+  // R reads of the stage precede (they feed those wgmmas; with kRShared the wgmmas read R themselves,
+  // and there are none), as does the consumers' transposition of Q
   // (through its arrivals on `ready`, which that thread waited for before issuing them). Where the copiers
   // refill stages (cp.async: other threads' ordinary writes, not TMA's), the warpgroup also meets at a
   // named barrier first, so that every thread's reads are ordered before the release by a barrier, not by
@@ -438,7 +440,8 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     fence_registers(acc, BQ / 2);
 
     if constexpr (kSplit == 1) {
-      // Two fragment sets alternate, so block kb + 1's loads need not wait for block kb's products.
+      // Two fragment sets alternate, so block kb + 1's loads need not wait for block kb's products (with
+      // kRShared there are no loads: block kb + 1's wgmmas are issued while block kb's run all the same).
       int previous = -1;
       auto retire = [&](int done) {
         wgmma_wait<1>();

@@ -66,8 +66,10 @@ struct Tf32Config {
 };
 
 // Where a consumer thread's fragment row `h` (0: row g, 1: row g + 8 of its warp's 16) sits in the
-// warpgroup's 64 R rows. wgmma does not care which R row a fragment row holds, as long as the epilogue
-// agrees, so each layout picks rows that make the fragment loads free of bank conflicts:
+// warpgroup's 64 R rows, which is also where the epilogue stores its accumulators. Where R goes through
+// registers wgmma does not care which R row a fragment row holds, as long as the epilogue agrees, so the
+// MN-major layout picks rows that make the fragment loads free of bank conflicts. A K-major R is fixed:
+// 1xTF32 has wgmma read it from shared memory, where accumulator row 16 * warp + g + 8 h is R's row.
 //   K-major R ([p][32 k] rows of 128 bytes): rows in order, 16 * warp + g + 8 h.
 //   MN-major R ([k][32 p] boxes): a load of k = t (+4) by the warp touches 4 swizzled rows; the 8 g
 //   take 16-byte chunks c and c + 4 of the box, whose XOR with k % 8 (< 4 apart) never collide.
