@@ -2050,32 +2050,15 @@ def test_thin_path(dtype, shape, layouts):
 
 
 # Few columns, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's layout, the
-# dtype, whether "thin" splits K without thread block clusters and with them (an sm_90a build on an sm_90
-# GPU: at most 8 splits, added in the cluster's shared memory, a cheaper sum than the second kernel's).
-# Along k (a row-major, rows of 158 floats: element loads), 158 is three chunks, cheaper whole than split
-# 2 ways plus either sum. Along rows (a column-major) a block walks one k a warp in float32 (8 a round):
-# 158 and 200 split; in 16-bit four k a warp (32 a round), so 158 (5 rounds) and 200 (7) stay whole
-# where the split costs the second kernel, and split where it costs the cluster's barriers. 3985 splits
-# every way. 2 x 6144 rows of 2401 split 3 ways either way, in 384 blocks a split: more than fit on the
-# GPU at once (at most 8 blocks of 256 threads an SM), so the second kernel adds them with clusters too.
-THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, (False, False)),
-               ((1, 112, 2, 158), "col", torch.float32, (True, True)),
-               ((1, 112, 2, 158), "col", torch.bfloat16, (False, True)),
-               ((3, 217, 2, 200), "col", torch.float32, (True, True)),
-               ((3, 217, 2, 200), "col", torch.bfloat16, (False, True)),
-               ((5, 254, 1, 3985), "row", torch.float32, (True, True)),
-               ((5, 254, 1, 3985), "col", torch.float32, (True, True)),
-               ((5, 254, 1, 3985), "col", torch.bfloat16, (True, True)),
-               ((2, 6144, 1, 2401), "row", torch.float32, (True, True))]
-
-
-def clusters_run():
-    """Whether the few-columns kernels split K in thread block clusters here (bmm/thin.cu): where the
-    Hopper kernel runs (an sm_90a build on an sm_90 GPU)."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        return False
-    probe = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
-    return torch.ops.tiles._bmm_path(probe, probe) == HOPPER
+# dtype, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
+# chunks, cheaper whole than split 2 ways plus the sum's launch. Along rows (a column-major) a block walks
+# one k a warp in float32 (8 a round): 158 and 200 split; in 16-bit four k a warp (32 a round), so 158 (5
+# rounds) and 200 (7) stay whole, where filling the SMs would split them into rounds of 2. 3985 splits
+# every way.
+THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, False), ((1, 112, 2, 158), "col", torch.float32, True),
+               ((1, 112, 2, 158), "col", torch.bfloat16, False), ((3, 217, 2, 200), "col", torch.float32, True),
+               ((3, 217, 2, 200), "col", torch.bfloat16, False), ((5, 254, 1, 3985), "row", torch.float32, True),
+               ((5, 254, 1, 3985), "col", torch.float32, True), ((5, 254, 1, 3985), "col", torch.bfloat16, True)]
 
 
 def order_sensitive_operands(shape, a_layout, dtype):
@@ -2106,7 +2089,7 @@ def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, dtype, split
     a, b = order_sensitive_operands(shape, a_layout, dtype)
     out = poisoned_on_path(a, b, "thin")
     whole, split = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("thin whole-k", "thin split-k"))
-    assert torch.equal(out, split if splits[clusters_run()] else whole)
+    assert torch.equal(out, split if splits else whole)
     assert not torch.equal(whole, split)
 
 

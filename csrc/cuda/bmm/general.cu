@@ -20,6 +20,7 @@
 // shared memory, in the same kernel; otherwise each split writes its partials to global memory and a
 // second kernel sums them.
 #include <ATen/ATen.h>
+#include <cooperative_groups.h>
 
 #include "binding/dispatch.h"
 #include "binding/format.h"
@@ -97,21 +98,40 @@ struct Slab {
 
 // The splits of one output tile, a cluster of gridDim.z blocks along z (block rank = split), sum their
 // partial tiles (`acc`, staged in `staging`) in split order; each block sums and stores a band of the
-// tile's outputs (sum_cluster_partials).
+// tile's rows.
 template <class scalar_t, class Acc, int kTile>
 __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
                                                    const Acc (&acc)[kMicroOf<kTile>][kMicroOf<kTile>], Acc* staging,
                                                    int64_t rows_left, int64_t cols_left, int64_t n) {
   constexpr int kMicro = kMicroOf<kTile>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
   const int tx = threadIdx.x % kSpread, ty = threadIdx.x / kSpread;
 #pragma unroll
   for (int i = 0; i < kMicro; ++i)
 #pragma unroll
     for (int j = 0; j < kMicro; ++j) staging[(kMicro * ty + i) * kTile + kMicro * tx + j] = acc[i][j];
-  sum_cluster_partials<kThreads>(staging, kTile * kTile, [&](int e, Acc sum) {
+  cluster.sync();  // every split's partial tile is staged
+  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int band = (kTile + splits - 1) / splits;
+  const int first = rank * band * kTile, last = min(kTile, (rank + 1) * band) * kTile;
+  for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
+    Acc part[kPortableCluster];  // every load in flight before the first add
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s)
+      if (s < splits) part[s] = cluster.map_shared_rank(staging, s)[e];
+    Acc sum = part[0];
+#pragma unroll
+    for (int s = 1; s < kPortableCluster; ++s)
+      if (s < splits) sum += part[s];
     const int row = e / kTile, col = e % kTile;
     if (row < rows_left && col < cols_left) c_blk[row * n + col] = scalar_t(sum);
-  });
+  }
+  cluster.sync();  // the others read this block's shared memory: it must not be reused or left before
+#else
+  __trap();  // launch() forms clusters only where sm_90a code runs
+#endif
 }
 
 // Writes c[batch][m][n] from k-blocks [blockIdx.z * k_split, + k_split): with one split (gridDim.z = 1)
