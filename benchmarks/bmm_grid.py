@@ -440,6 +440,51 @@ def report(path, precs, names_out=None, tiles=(), tile_names_out=None):
     return one_round
 
 
+def compare(new_path, old_path, precs, commit=None, movers=12):
+    """A re-timing graded against earlier records: the grid rows of the results file `new_path` that were
+    timed again (their commit differs from their row in `old_path`, or, with `commit`, starts with it)
+    against their rows there. Per precision and layout: the rows, the geomean of tiles' time new / old,
+    how many moved by more than 10% each way, and the speedups' geomean old -> new; then the `movers` rows
+    that slowed most and sped up most. Torch's own times drift a few percent between runs, so the time
+    ratio says more about a kernel change than the speedup. Returns [(name, old row, new row)]."""
+    import json
+
+    def grid_rows(path):
+        with open(path) as f:
+            return {r["name"]: r for r in json.load(f)["cases"] if r["name"].startswith("grid bmm ")}
+
+    new, old = grid_rows(new_path), grid_rows(old_path)
+    pairs = []
+    for name, row in new.items():
+        before = old.get(name)
+        if before is None or "tiles_ms" not in row or "tiles_ms" not in before or name.split()[2] not in precs:
+            continue
+        retimed = (str(row.get("commit", "")).startswith(commit) if commit
+                   else row.get("commit") != before.get("commit"))
+        if retimed:
+            pairs.append((name, before, row))
+    which = f"at {commit}" if commit else "whose commit changed"
+    print(f"{new_path} against {old_path}: {len(pairs)} grid rows {which}")
+    print(f"{'prec':<5} {'layout':<6} {'rows':>5} {'time new/old':>13} {'<0.9x':>6} {'>1.1x':>6}  speedup old -> new")
+    ratio = {name: r["tiles_ms"] / b["tiles_ms"] for name, b, r in pairs}
+    for prec in precs:
+        for layout in LAYOUTS:
+            group = [(n, b, r) for n, b, r in pairs if n.split()[2] == prec and n.split()[3] == layout]
+            if not group:
+                continue
+            times = [ratio[n] for n, _, _ in group]
+            print(f"{prec:<5} {layout:<6} {len(group):>5} {geomean(times):>12.3f}x {sum(t < 0.9 for t in times):>6} "
+                  f"{sum(t > 1.1 for t in times):>6}  {geomean([b['speedup'] for _, b, _ in group]):.3f}x -> "
+                  f"{geomean([r['speedup'] for _, _, r in group]):.3f}x")
+    ranked = sorted(pairs, key=lambda p: ratio[p[0]])
+    for title, rows in (("slowed most", ranked[::-1][:movers]), ("sped up most", ranked[:movers])):
+        print(f"\n{title} (time new / old, tiles us old -> new, speedup old -> new, path)")
+        for name, b, r in rows:
+            print(f"  {ratio[name]:.3f}  {name[len('grid bmm '):]:<42} {b['tiles_ms'] * 1e3:8.1f} -> "
+                  f"{r['tiles_ms'] * 1e3:8.1f}  {b['speedup']:.3f}x -> {r['speedup']:.3f}x  {r.get('path', '?')}")
+    return pairs
+
+
 def operands_for_route(case, device):
     """Uninitialized operands of the case's shape and layout: only their sizes and strides matter to the
     route, and allocating them unfilled keeps the largest (a language-model head) quick."""
@@ -525,6 +570,10 @@ def parse_args(argv):
                         "as _bmm_tile names them (128x96)")
     parser.add_argument("--tile-names", metavar="FILE", default=None,
                         help="with --report: write the names of the rows on --tiles")
+    parser.add_argument("--against", metavar="OLD_RESULTS", default=None,
+                        help="with --report: grade its re-timed rows (commit changed, or --commit) against "
+                             "their rows in OLD_RESULTS, by precision and layout, and list the largest movers")
+    parser.add_argument("--commit", default=None, help="with --against: only the rows whose commit starts with this")
     parser.add_argument("--routes", metavar="RESULTS", default=None,
                         help="time nothing: list the selected cases whose path or tile on this build differ "
                              "from their rows in RESULTS")
@@ -547,6 +596,8 @@ def main(argv=None):
         tiles = tuple(t.strip() for t in args.tiles.split(",") if t.strip())
         if args.tile_names and not tiles:
             sys.exit("bmm_grid.py: --tile-names needs --tiles")
+        if args.against:
+            return compare(args.report, args.against, args.precs, args.commit)
         report(args.report, args.precs, args.below_names, tiles, args.tile_names)
         return []
     cases = [c for c in grid_cases(args.precs, args.quick, args.k) if c.layout in args.layout_list]

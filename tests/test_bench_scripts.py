@@ -147,6 +147,33 @@ def test_grid_routes_lists_the_cases_whose_path_or_tile_changed(grid, tmp_path, 
     assert "2 of 4 cases change path or tile" in capsys.readouterr().out
 
 
+def test_grid_report_against_grades_the_retimed_rows(grid, tmp_path, capsys):
+    def row(name, tiles_ms, speedup, commit, path="thin few-columns"):
+        return {"name": name, "tiles_ms": tiles_ms, "torch_ms": tiles_ms * speedup, "speedup": speedup,
+                "commit": commit, "path": path}
+    slow, fast, same = ("grid bmm fp32 TN B=2 M=88 N=3 K=2025", "grid bmm fp32 NN B=2 M=88 N=3 K=2025",
+                        "grid bmm bf16 NN B=- M=64 N=64 K=64")
+    old = [row(slow, 0.0122, 6.0, "aaa"), row(fast, 0.0100, 2.0, "aaa"), row(same, 0.0050, 1.0, "bbb", "hopper"),
+           row("grid bmm fp64 NN B=1 M=8 N=8 K=8", 0.004, 1.0, "aaa")]
+    new = [row(slow, 0.0207, 3.6, "ccc1"), row(fast, 0.0080, 2.4, "ccc1"), row(same, 0.0051, 1.0, "bbb", "hopper"),
+           {"name": "grid bmm fp64 NN B=1 M=8 N=8 K=8", "failed": "RuntimeError: stand-in", "commit": "ccc1"},
+           row("grid bmm fp32 TT B=2 M=88 N=3 K=2025", 0.02, 1.0, "ccc1")]  # no row before: not graded
+    (tmp_path / "old.json").write_text(json.dumps({"cases": old}))
+    (tmp_path / "new.json").write_text(json.dumps({"cases": new}))
+    pairs = grid.main(["--report", str(tmp_path / "new.json"), "--against", str(tmp_path / "old.json")])
+    assert sorted(name for name, _, _ in pairs) == sorted([slow, fast])  # commit changed, timed both times
+    out = capsys.readouterr().out
+    assert re.search(r"^fp32 +NN +1 +0\.800x +1 +0 +2\.000x -> 2\.400x", out, re.M)
+    assert re.search(r"^fp32 +TN +1 +1\.697x +0 +1 +6\.000x -> 3\.600x", out, re.M)
+    slowed = out.split("slowed most")[1].split("sped up most")[0]
+    assert slowed.index("TN B=2 M=88") < slowed.index("NN B=2 M=88")
+    assert re.search(r"1\.697 +fp32 TN B=2 M=88 N=3 K=2025 +12\.2 -> +20\.7", out)
+    # --commit picks the rows of one run, whatever their commit was before
+    pairs = grid.main(["--report", str(tmp_path / "new.json"), "--against", str(tmp_path / "old.json"),
+                       "--commit", "bbb"])
+    assert [name for name, _, _ in pairs] == [same]
+
+
 def test_grid_report_groups_rows_and_names_the_one_round_slow_ones(grid, tmp_path, capsys):
     def row(name, speedup, path, source, rounds=None, spread=None):
         r = {"name": name, "speedup": speedup, "path": path, "source": source,
