@@ -4,7 +4,10 @@
 # one-wave and few-wave rows (8192 x 2304 x 768: 576 tiles of 256 in 4.4 waves, cuBLAS 128 x 128 tiles in
 # clusters of two), TN's transposing rows (72 of 97 256-wide TN rows below 0.95x), and NN / TT controls.
 # What it answers: whether the width model (bmm/hopper_tf32.cu block_cost) picks the fastest width there.
-#   python -P benchmarks/bmm_paths.py ... is run as is on the build with the patch applied (no A/B).
+#   on the build with the patches applied; as an A/B against the 128-wide cooperative kernel at six stages
+#   (the ping-pong's control arm: ring depth apart from the schedule):
+#   SKIP_BUILD=1 tools/device_ab.sh --patch benchmarks/experiments/tf32_128_six_stages.diff \
+#     bash benchmarks/experiments/time_tf32_widths.sh; python tools/ab_report.py
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
@@ -14,4 +17,4 @@ shapes=(0,8192,2304,768,NT 0,16384,2304,768,NT 0,16384,3072,768,NT 0,8192,4096,1
 args=()
 for s in "${shapes[@]}"; do args+=(--shape "$s"); done
 python -P benchmarks/bmm_paths.py --dtype float32 --precision high "${args[@]}" \
-  --paths "bmm,hopper-128,hopper-192,hopper-256,hopper-128 ping-pong" --rep-ms 15 --out "$OUT/tf32_widths.jsonl" | tail -n 20
+  --paths "bmm,hopper-128,hopper-192,hopper-256,hopper-128 ping-pong" --rep-ms 15 --out "$OUT/${AB_LABEL:-tf32}_widths.jsonl" | tail -n 20
