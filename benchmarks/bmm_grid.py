@@ -410,15 +410,21 @@ def timing_rounds(row):
     return 1 if low == high else 2
 
 
+def read_grid_rows(path):
+    """A results file's header (device, torch, ...) and its grid rows by name."""
+    import json
+    with open(path) as f:
+        data = json.load(f)
+    return data, {r["name"]: r for r in data["cases"] if r["name"].startswith("grid bmm ")}
+
+
 def report(path, precs, names_out=None, tiles=(), tile_names_out=None):
     """Prints the summary of a results file's grid rows and where each precision's gap lies (by kernel
     path and by shape source); with `names_out`, writes the names of the rows below 0.95x that were timed
     in a single round (the ones a re-timing with --rounds 3 --names would settle); with `tile_names_out`,
     the names of the rows of `precs` whose tile is one of `tiles`. Returns the one-round names."""
-    import json
-    with open(path) as f:
-        data = json.load(f)
-    rows = [r for r in data["cases"] if r["name"].startswith("grid bmm ")]
+    data, by_name = read_grid_rows(path)
+    rows = list(by_name.values())
     print(f"{path}: {len(rows)} grid rows ({data.get('device', '?')}, torch {data.get('torch', '?')})")
     print(summarize(rows, precs))
     print("\nby path")
@@ -447,13 +453,7 @@ def compare(new_path, old_path, precs, commit=None, movers=12):
     how many moved by more than 10% each way, and the speedups' geomean old -> new; then the `movers` rows
     that slowed most and sped up most. Torch's own times drift a few percent between runs, so the time
     ratio says more about a kernel change than the speedup. Returns [(name, old row, new row)]."""
-    import json
-
-    def grid_rows(path):
-        with open(path) as f:
-            return {r["name"]: r for r in json.load(f)["cases"] if r["name"].startswith("grid bmm ")}
-
-    new, old = grid_rows(new_path), grid_rows(old_path)
+    (_, new), (_, old) = read_grid_rows(new_path), read_grid_rows(old_path)
     pairs = []
     for name, row in new.items():
         before = old.get(name)
@@ -498,9 +498,7 @@ def changed_routes(results_path, cases, device, names_out=None):
     precision) differ from their rows in a results file; cases without a row there are left out. Prints
     each, old -> new; with `names_out`, writes their names. Returns [(name, (old path, tile), (new path,
     tile))]. A missing tile is read as none in both (rows of paths without tiles have no `tile`)."""
-    import json
-    with open(results_path) as f:
-        rows = {r["name"]: r for r in json.load(f)["cases"]}
+    _, rows = read_grid_rows(results_path)
     changed = []
     previous = torch.get_float32_matmul_precision()
     try:
