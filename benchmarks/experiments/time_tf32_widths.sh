@@ -2,7 +2,8 @@
 # The Hopper TF32 kernel at each tile width by name ("hopper-64" ... "hopper-256" on float32, with
 # tf32_width_by_name.diff) and with ping-pong consumers at 128 (tf32_ping_pong.diff), beside bmm's pick
 # and cuBLAS, on the grid's slowest 256-wide TF32 rows: NT's one-wave and few-wave rows (8192 x 2304 x
-# 768: 576 tiles of 256 in 4.4 waves, cuBLAS 128 x 128 tiles in clusters of two), TN's transposing rows (72 of 97 256-wide TN rows below 0.95x), and NN / TT controls.
+# 768: 576 tiles of 256 in 4.4 waves, cuBLAS 128 x 128 tiles in clusters of two), TN's transposing rows
+# (72 of 97 256-wide TN rows below 0.95x), and NN / TT controls.
 # What it answers: whether the width model (bmm/hopper_tf32.cu block_cost) picks the fastest width there.
 #   on the build with the patches applied; as an A/B against the 128-wide cooperative kernel at six stages
 #   (the ping-pong's control arm: ring depth apart from the schedule):
