@@ -31,7 +31,8 @@ mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kerne
 mma kernel without its split-K; `hopper-64` ... `hopper-256`: the 16-bit Hopper kernel at one tile width;
 `"hopper-256 tma-store"` / `"hopper-256 streaming-store"`: at that width with one store forced, unsplit;
 `"hopper-256 whole-tile-store"`: TMA's stores from buffers for the whole tile, bmm's pick at K = 65-192;
-`"thin whole-k"` / `"thin split-k"`: the few-columns kernels with K never split / split to fill the SMs).
+`"thin whole-k"` / `"thin split-k"`: the few-columns kernels with K never split / split to fill the SMs,
+at most 8 ways where they would sum in thread block clusters).
 A closing list names the cases where another path beat bmm's pick by
 more than 10% under both timings (the routing rules' misses), largest gain first; `--out FILE` writes
 every timing, one JSON object a case. Each path's error is max |out - ref| / max |ref| against float64. A path that

@@ -404,3 +404,19 @@ def hopper_streams_short_k():
     rule is `kStreamingStoreMaxDram` in csrc/cuda/bmm/hopper.cu, written again here to test it)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return 2e3 * props.memory_clock_rate * (props.memory_bus_width // 8) < 4.0e12
+
+
+def cuda_kernel_names(fn):
+    """The names of the CUDA kernels one call of fn launches (after a warm-up call, so that no lazy
+    initialisation lands inside the profile); skips where the profiler records no CUDA kernels."""
+    import pytest
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not names:
+        pytest.skip("the profiler recorded no CUDA kernels here")
+    return names

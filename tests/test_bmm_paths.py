@@ -31,7 +31,7 @@ import torch
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
-from helpers import Tol, assert_bmm_close, hopper_streams_short_k, make_tensor
+from helpers import Tol, assert_bmm_close, cuda_kernel_names, hopper_streams_short_k, make_tensor
 
 pytestmark = pytest.mark.usefixtures("highest_float32_precision")
 
@@ -2044,21 +2044,38 @@ def test_thin_path(dtype, shape, layouts):
     path = torch.ops.tiles._bmm_path(a, b)
     assert (path == thin_path(a, b) or (dtype in HALF_DTYPES and path.startswith(HOPPER))
             or (short_k_on_mma(a, b) and path.startswith("mma-sync")) or path == small_float32(a, b)), path
-    for thin in ("thin", "thin whole-k", "thin split-k"):  # K split as costed, never, to fill the SMs
+    for thin in ("thin", "thin whole-k", "thin split-k"):  # K split as costed, never, to fill the SMs (or 8 clusters)
         assert_bmm_close(poisoned_on_path(a, b, thin), a, b, msg=thin)
     assert_bmm_close(poisoned_bmm(a, b), a, b)
 
 
 # Few columns, unpadded operands as the grid's random shapes have them: (batch, m, n, k), a's layout, the
-# dtype, whether "thin" splits K. Along k (a row-major, rows of 158 floats: element loads), 158 is three
-# chunks, cheaper whole than split 2 ways plus the sum's launch. Along rows (a column-major) a block walks
-# one k a warp in float32 (8 a round): 158 and 200 split; in 16-bit four k a warp (32 a round), so 158 (5
-# rounds) and 200 (7) stay whole, where filling the SMs would split them into rounds of 2. 3985 splits
-# every way.
-THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, False), ((1, 112, 2, 158), "col", torch.float32, True),
-               ((1, 112, 2, 158), "col", torch.bfloat16, False), ((3, 217, 2, 200), "col", torch.float32, True),
-               ((3, 217, 2, 200), "col", torch.bfloat16, False), ((5, 254, 1, 3985), "row", torch.float32, True),
-               ((5, 254, 1, 3985), "col", torch.float32, True), ((5, 254, 1, 3985), "col", torch.bfloat16, True)]
+# dtype, whether "thin" splits K without thread block clusters and with them (an sm_90a build on an sm_90
+# GPU: at most 8 splits, added in the cluster's shared memory, a cheaper sum than the second kernel's).
+# Along k (a row-major, rows of 158 floats: element loads), 158 is three chunks, cheaper whole than split
+# 2 ways plus either sum. Along rows (a column-major) a block walks one k a warp in float32 (8 a round):
+# 158 and 200 split; in 16-bit four k a warp (32 a round), so 158 (5 rounds) and 200 (7) stay whole
+# where the split costs the second kernel, and split where it costs the cluster's barriers. 3985 splits
+# every way. 2 x 6144 rows of 2401 split 3 ways either way, in 384 blocks a split: more than fit on the
+# GPU at once (at most 8 blocks of 256 threads an SM), so the second kernel adds them with clusters too.
+THIN_SPLITS = [((1, 112, 2, 158), "row", torch.float32, (False, False)),
+               ((1, 112, 2, 158), "col", torch.float32, (True, True)),
+               ((1, 112, 2, 158), "col", torch.bfloat16, (False, True)),
+               ((3, 217, 2, 200), "col", torch.float32, (True, True)),
+               ((3, 217, 2, 200), "col", torch.bfloat16, (False, True)),
+               ((5, 254, 1, 3985), "row", torch.float32, (True, True)),
+               ((5, 254, 1, 3985), "col", torch.float32, (True, True)),
+               ((5, 254, 1, 3985), "col", torch.bfloat16, (True, True)),
+               ((2, 6144, 1, 2401), "row", torch.float32, (True, True))]
+
+
+def clusters_run():
+    """Whether the few-columns kernels split K in thread block clusters here (bmm/thin.cu): where the
+    Hopper kernel runs (an sm_90a build on an sm_90 GPU)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        return False
+    probe = torch.ones(8, 8, dtype=torch.bfloat16, device="cuda")
+    return torch.ops.tiles._bmm_path(probe, probe) == HOPPER
 
 
 def order_sensitive_operands(shape, a_layout, dtype):
@@ -2079,7 +2096,8 @@ def order_sensitive_operands(shape, a_layout, dtype):
 @pytest.mark.parametrize("shape, a_layout, dtype, splits", THIN_SPLITS,
                          ids=[f"{'x'.join(map(str, s))}-{layout}-{str(d)[6:]}" for s, layout, d, _ in THIN_SPLITS])
 def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, dtype, splits):
-    # "thin" writes the bits of "thin split-k" (K split as far as filling the SMs asks) where it splits,
+    # "thin" writes the bits of "thin split-k" (K split as far as filling the SMs asks, in clusters where
+    # "thin" would take them) where it splits,
     # else those of "thin whole-k"; on order-sensitive operands the two differ
     batch, m, n, k = shape
     a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
@@ -2089,8 +2107,38 @@ def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, dtype, split
     a, b = order_sensitive_operands(shape, a_layout, dtype)
     out = poisoned_on_path(a, b, "thin")
     whole, split = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("thin whole-k", "thin split-k"))
-    assert torch.equal(out, split if splits else whole)
+    assert torch.equal(out, split if splits[clusters_run()] else whole)
     assert not torch.equal(whole, split)
+
+
+# Where "thin" splits K, how the splits add up (bmm/thin.cu's narrow_k_split): in thread block clusters,
+# one kernel, where clusters run and the cluster's walk (at most 8 splits) is at most 8 chunks deeper than
+# the second kernel's along k, 2 rounds along rows; else in the second kernel (sum_splits_kernel). Float32
+# 1 x 112 x 2 x 158 along rows walks 3 rounds in 7 splits against 2 in 10; 3 x 113 x 3 x 4333 along k 9
+# chunks in 8 splits against 2 in 34 (float64's chunks are as deep); 2 x 422 x 7 x 122 along rows (8
+# columns) 2 rounds in 8 splits either way; float64 1 x 3 x 112 x 158, a few-rows product (A = b^T, along
+# rows, the output written transposed), 3 rounds in 7 splits against 2 in 10: clusters. 2 x 88 x 3 x 2025
+# along rows walks 32 rounds in 8 splits against 4 in 64: the second kernel. 2 x 6144 x 1 x 2401 splits 3
+# ways either way, but its 384 clusters do not fit on the GPU at once: the second kernel.
+THIN_SPLIT_SUMS = [((1, 112, 2, 158), "col", torch.float32, True), ((3, 113, 3, 4333), "row", torch.float32, True),
+                   ((3, 113, 3, 4333), "row", torch.float64, True), ((2, 422, 7, 122), "col", torch.float32, True),
+                   ((1, 3, 112, 158), "row", torch.float64, True), ((2, 88, 3, 2025), "col", torch.float32, False),
+                   ((2, 6144, 1, 2401), "row", torch.float32, False)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape, a_layout, dtype, in_clusters", THIN_SPLIT_SUMS,
+                         ids=[f"{'x'.join(map(str, s))}-{layout}-{str(d)[6:]}" for s, layout, d, _ in THIN_SPLIT_SUMS])
+def test_thin_split_sums_in_clusters_only_where_the_walk_stays_short(shape, a_layout, dtype, in_clusters):
+    batch, m, n, k = shape
+    a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
+    a = a if a_layout == "row" else a.mT
+    b = make_tensor((batch, k, n), dtype, "cuda")
+    kernels = cuda_kernel_names(lambda: torch.ops.tiles._bmm_on_path(a, b, "thin"))
+    assert any("narrow_" in name for name in kernels), kernels
+    second_kernel = any("sum_splits_kernel" in name for name in kernels)
+    assert second_kernel != (in_clusters and clusters_run()), kernels
+    assert_bmm_close(torch.ops.tiles._bmm_on_path(a, b, "thin"), a, b)
 
 
 @requires_cuda

@@ -16,8 +16,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
-from helpers import (FLOAT_DTYPES, assert_close_to_ref, dtype_id, elementwise_out_strides, is_dense,
-                     rand_values)
+from helpers import (FLOAT_DTYPES, assert_close_to_ref, cuda_kernel_names, dtype_id, elementwise_out_strides,
+                     is_dense, rand_values)
 
 T = torch.ops.tiles
 
@@ -316,19 +316,6 @@ def test_gradcheck_transposed_and_broadcast(device):
 
 # ---- CUDA: which kernel a layout reaches -----------------------------------------------------------
 
-def _cuda_kernels(fn):
-    from torch.profiler import ProfilerActivity, profile
-    fn()  # warm-up: no lazy initialisation inside the profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    if not names:
-        pytest.skip("the profiler recorded no CUDA kernels here")
-    return names
-
-
 CUDA_KERNEL_CASES = {
     # dense transposed / permuted inputs: every operand is contiguous in the output's memory order
     "map_transposed": (lambda: (T.map, (_r((512, 256), torch.float32, "cuda").t(), "exp")), "contiguous_kernel"),
@@ -350,5 +337,5 @@ CUDA_KERNEL_CASES = {
 @pytest.mark.parametrize("build, kernel", CUDA_KERNEL_CASES.values(), ids=CUDA_KERNEL_CASES.keys())
 def test_cuda_kernel_for_layout(build, kernel):
     op, args = build()
-    names = _cuda_kernels(lambda: op(*args))
+    names = cuda_kernel_names(lambda: op(*args))
     assert len(names) == 1 and kernel in names[0], names

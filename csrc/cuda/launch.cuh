@@ -140,6 +140,25 @@ bool allow_clusters_of_16(dim3 block) {
   return ok;
 }
 
+// How many clusters of `size` blocks of kKernel (`block` threads each, static shared memory only) the
+// device holds at once: a launch of no more clusters runs in one wave. Asked once per kernel, device
+// and size.
+template <auto kKernel>
+int resident_clusters(dim3 block, int size) {
+  TORCH_INTERNAL_ASSERT(size >= 1 && size <= kPortableCluster, "resident_clusters: clusters of ", size);
+  static std::atomic<int> known[64][kPortableCluster + 1] = {};  // the count + 1; 0: not asked yet
+  std::atomic<int>& slot = known[c10::cuda::current_device() % 64][size];
+  if (const int k = slot.load(std::memory_order_relaxed)) return k - 1;
+  const ClusterLaunch launch(dim3(1, 1, unsigned(size)), block, dim3(1, 1, unsigned(size)), nullptr);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &launch.config) != cudaSuccess) {
+    (void)cudaGetLastError();  // no answer: count none, so that callers take their launch without clusters
+    clusters = 0;
+  }
+  slot.store(clusters + 1, std::memory_order_relaxed);
+  return clusters;
+}
+
 // The current stream of the current device: every kernel launches here.
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
 

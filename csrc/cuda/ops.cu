@@ -94,7 +94,7 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // " tma-store" / " streaming-store" the way every tile is written, unsplit (at 64, 128, 192 and 256), and
 // " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "hopper-192x192" its tall tiles,
 // "hopper-64x64" its small ones; "thin whole-k" / "thin split-k" the thin kernels with K never split /
-// split as far as filling the SMs asks.
+// split as far as filling the SMs asks (at most 8 ways where they would sum in clusters).
 struct NamedPath {
   c10::string_view name;
   Path kernel;

@@ -20,7 +20,6 @@
 // shared memory, in the same kernel; otherwise each split writes its partials to global memory and a
 // second kernel sums them.
 #include <ATen/ATen.h>
-#include <cooperative_groups.h>
 
 #include "binding/dispatch.h"
 #include "binding/format.h"
@@ -98,40 +97,21 @@ struct Slab {
 
 // The splits of one output tile, a cluster of gridDim.z blocks along z (block rank = split), sum their
 // partial tiles (`acc`, staged in `staging`) in split order; each block sums and stores a band of the
-// tile's rows.
+// tile's outputs (sum_cluster_partials).
 template <class scalar_t, class Acc, int kTile>
 __device__ __forceinline__ void sum_cluster_splits(scalar_t* __restrict__ c_blk,
                                                    const Acc (&acc)[kMicroOf<kTile>][kMicroOf<kTile>], Acc* staging,
                                                    int64_t rows_left, int64_t cols_left, int64_t n) {
   constexpr int kMicro = kMicroOf<kTile>;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
   const int tx = threadIdx.x % kSpread, ty = threadIdx.x / kSpread;
 #pragma unroll
   for (int i = 0; i < kMicro; ++i)
 #pragma unroll
     for (int j = 0; j < kMicro; ++j) staging[(kMicro * ty + i) * kTile + kMicro * tx + j] = acc[i][j];
-  cluster.sync();  // every split's partial tile is staged
-  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  const int band = (kTile + splits - 1) / splits;
-  const int first = rank * band * kTile, last = min(kTile, (rank + 1) * band) * kTile;
-  for (int e = first + int(threadIdx.x); e < last; e += kThreads) {
-    Acc part[kPortableCluster];  // every load in flight before the first add
-#pragma unroll
-    for (int s = 0; s < kPortableCluster; ++s)
-      if (s < splits) part[s] = cluster.map_shared_rank(staging, s)[e];
-    Acc sum = part[0];
-#pragma unroll
-    for (int s = 1; s < kPortableCluster; ++s)
-      if (s < splits) sum += part[s];
+  sum_cluster_partials<kThreads>(staging, kTile * kTile, [&](int e, Acc sum) {
     const int row = e / kTile, col = e % kTile;
     if (row < rows_left && col < cols_left) c_blk[row * n + col] = scalar_t(sum);
-  }
-  cluster.sync();  // the others read this block's shared memory: it must not be reused or left before
-#else
-  __trap();  // launch() forms clusters only where sm_90a code runs
-#endif
+  });
 }
 
 // Writes c[batch][m][n] from k-blocks [blockIdx.z * k_split, + k_split): with one split (gridDim.z = 1)
@@ -255,9 +235,15 @@ void launch(const BmmProblem& p) {
     run(p.out.data_ptr<scalar_t>());
     return;
   }
-  if (used <= kPortableCluster && clusters_available()) {  // one kernel: no partials, no second launch
+  // One kernel, no partials, no second launch, where the launch fits on the GPU at once: a cluster's
+  // blocks wait at its barrier for its slowest split, where the split kernel's blocks retire as they
+  // finish and the next wave takes their place (H200: 2 x 256 x 64 x 512 on 32-wide tiles, 8 splits, 10.1
+  // us in clusters, 7.4 in the second kernel; 256 x 256 x 256 10.3 against 7.1; NOTES.md N1j).
+  constexpr auto in_clusters = bmm_kernel<scalar_t, scalar_t, kTile, true>;
+  if (used <= kPortableCluster && clusters_available() &&
+      tiles_m * tiles_n * batch_blocks <= resident_clusters<in_clusters>(dim3(kThreads), int(used))) {
     const ClusterLaunch cluster(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cluster.config, bmm_kernel<scalar_t, scalar_t, kTile, true>, p.out.data_ptr<scalar_t>(),
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cluster.config, in_clusters, p.out.data_ptr<scalar_t>(),
                                       a, b, p.batch, p.m, p.n, p.k, p.a_strides[0], p.a_strides[1],
                                       p.a_strides[2], p.b_strides[0], p.b_strides[1], p.b_strides[2], tiles_n,
                                       split_depth));

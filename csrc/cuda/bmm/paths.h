@@ -57,9 +57,10 @@ namespace thin {
 // Whether `p` is thin: K <= 16 (short K), or at most 4 output columns or rows, 8 where K >= 64 (few columns).
 bool suits(const BmmProblem& p);
 bool short_k(const BmmProblem& p);
-// How the few-columns kernels split K over blocks (bmm/thin.cu narrow_k_split): where the split's second
-// launch costs less than the long walk it saves ("thin"), never ("thin whole-k"), or as far as filling
-// the SMs asks ("thin split-k", the rule before costing), the last two to time against the first.
+// How the few-columns kernels split K over blocks (bmm/thin.cu narrow_k_split): where the split's sum (in
+// thread block clusters or a second launch) costs less than the long walk it saves ("thin"), never ("thin
+// whole-k"), or as far as filling the SMs asks, at most 8 ways where "thin" would sum in clusters ("thin
+// split-k", the rule before costing), the last two to time against the first.
 enum class SplitK { costed, never, fill };
 void bmm(const BmmProblem& p, SplitK split = SplitK::costed);
 }  // namespace thin

@@ -1,10 +1,12 @@
 // Split-K for the kernels that split a product's K over blocks (general, thin, the Hopper kernels; the
 // mma.sync and DMMA kernels cost their own counts, bmm/mma.cu cheapest_split): how many ways to split,
 // and the second step: each split writes its partial outputs (in the op-math type) to its own slice of
-// a buffer, and sum_splits adds them.
+// a buffer, and sum_splits adds them; or, in thread block clusters on sm_90, sum_cluster_partials adds
+// them from the cluster's shared memory in the same kernel.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <cooperative_groups.h>
 
 #include "cuda/launch.cuh"
 
@@ -71,6 +73,37 @@ void sum_splits(scalar_t* out, const at::Tensor& partials, int64_t total, int sp
   sum_splits_kernel<scalar_t, Acc><<<grid_stride_blocks(total, kThreads), kThreads, 0, current_stream()>>>(
       out, partials.const_data_ptr<Acc>(), total, splits);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// In one kernel instead (split-K in thread block clusters, sm_90): the splits of a block's outputs, a
+// cluster of blocks along z (block rank = split), add the `count` partial outputs each has staged in its
+// shared `staging`, in split order (sum_splits' order: the same bits); each block adds a band of them and
+// hands each sum to `store(e, sum)`, e its index in the staging. Every block of the cluster calls it, with
+// its staging written and left alone until the call returns. Launchers form clusters only where
+// clusters_available().
+template <int kThreads, class Acc, class Store>
+__device__ __forceinline__ void sum_cluster_partials(Acc* staging, int count, Store&& store) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's partials are staged
+  const int splits = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int band = (count + splits - 1) / splits, last = min(count, (rank + 1) * band);
+  for (int e = rank * band + int(threadIdx.x); e < last; e += kThreads) {
+    Acc part[kPortableCluster];  // every load in flight before the first add
+#pragma unroll
+    for (int s = 0; s < kPortableCluster; ++s)
+      if (s < splits) part[s] = cluster.map_shared_rank(staging, s)[e];
+    Acc sum = part[0];
+#pragma unroll
+    for (int s = 1; s < kPortableCluster; ++s)
+      if (s < splits) sum += part[s];
+    store(e, sum);
+  }
+  cluster.sync();  // the others read this block's shared memory: it must not be reused or left before
+#else
+  __trap();
+#endif
 }
 
 }  // namespace tiles::cuda

@@ -166,10 +166,18 @@ struct Narrow {
 };
 
 // With k_split < k, `out` is this split's slice of the partials (Out = the op-math type): slice z at
-// out + z * batch * rows * cols, laid out as the output, for sum_splits.
-template <class Out>
+// out + z * batch * rows * cols, laid out as the output, for sum_splits. With kClusterSum the splits are
+// a thread block cluster along z and add their partials in shared memory (sum_cluster_partials): `out`
+// is the output, written once.
+template <bool kClusterSum, class Out>
 __device__ __forceinline__ Out* split_slice(Out* out, const Narrow& t) {
-  return out + int64_t(blockIdx.z) * t.batch * t.rows * t.cols;
+  return kClusterSum ? out : out + int64_t(blockIdx.z) * t.batch * t.rows * t.cols;
+}
+
+// The output at (row, j) of batch bi.
+template <class Out>
+__device__ __forceinline__ Out& output_at(Out* out, const Narrow& t, int64_t bi, int64_t row, int j) {
+  return out[bi * t.rows * t.cols + row * t.out_r + j * t.out_j];
 }
 
 // X's rows [k0, k0 + kChunk) of one batch in shared memory, in the op-math type, zeros past k_end and
@@ -193,7 +201,7 @@ constexpr int kRowsPerWarp = 4;
 template <int kVec>
 constexpr int kStepsPerChunk = kVec >= 8 ? 1 : 2;  // A's loads per row per chunk: 16-byte ones take registers
 
-template <class scalar_t, class Out, int kJ, int kVec>
+template <class scalar_t, class Out, int kJ, int kVec, bool kClusterSum = false>
 __global__ void __launch_bounds__(kThreads)
 narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
                         const Narrow t) {
@@ -202,10 +210,12 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
   constexpr int kSkew = kVec == 1 ? kChunk : kVec;  // one element per lane: consecutive rows suit the banks
   static_assert(kRowsPerWarp * kJ <= 32, "a lane stores each of the warp's sums");
   __shared__ __align__(16) Acc xs[kChunk + kChunk / kSkew][kJ];
+  constexpr int kBlockOutputs = kWarps * kRowsPerWarp * kJ;
+  __shared__ Acc partials[kClusterSum ? kBlockOutputs : 1];  // (row in the block, j): kClusterSum's staging
   const int lane = threadIdx.x % 32;
   const int64_t r0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const int64_t k_begin = int64_t(blockIdx.z) * t.k_split, k_end = std::min(t.k, k_begin + t.k_split);
-  out = split_slice(out, t);
+  out = split_slice<kClusterSum>(out, t);
   for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
     const scalar_t* a_rows = A + bi * t.a_b + r0 * t.a_r;
     Acc acc[kRowsPerWarp][kJ] = {};
@@ -250,9 +260,22 @@ narrow_k_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, c
         Acc v = acc[r][j];
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-        if (lane == r * kJ + j && r0 + r < t.rows && j < t.cols)  // the stores spread over the lanes
-          out[bi * t.rows * t.cols + (r0 + r) * t.out_r + j * t.out_j] = Out(v);
+        // The stores spread over the lanes. The unclustered store keeps its one combined test: written
+        // as `if (lane != r * kJ + j) continue;` before both, float64's <1, 1> instance took 80 registers
+        // instead of 64 and its whole-k walk ran 1.24x slower (one block fewer an SM).
+        if constexpr (kClusterSum) {
+          if (lane == r * kJ + j) partials[((threadIdx.x / 32) * kRowsPerWarp + r) * kJ + j] = v;
+        } else if (lane == r * kJ + j && r0 + r < t.rows && j < t.cols) {
+          output_at(out, t, bi, r0 + r, j) = Out(v);
+        }
       }
+    if constexpr (kClusterSum) {
+      const int64_t block_r0 = int64_t(blockIdx.x) * kWarps * kRowsPerWarp;
+      sum_cluster_partials<kThreads>(partials, kBlockOutputs, [&](int e, Acc sum) {
+        const int64_t row = block_r0 + e / kJ;
+        if (row < t.rows && e % kJ < t.cols) output_at(out, t, bi, row, e % kJ) = Out(sum);
+      });
+    }
   }
 }
 
@@ -320,17 +343,18 @@ __device__ __forceinline__ void walk_rows(Acc (&acc)[kVec][kJ], const scalar_t* 
 // k (coalesced) and X's row k is the same for the whole warp (a broadcast); a warp loads kRowsRound of
 // its k before their FMAs (walk_rows). The warps' sums meet in shared memory, four columns at a time
 // (32 KiB), and are added in warp order.
-template <class scalar_t, class Out, int kJ, int kVec>
+template <class scalar_t, class Out, int kJ, int kVec, bool kClusterSum = false>
 __global__ void __launch_bounds__(kThreads)
 narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A, const scalar_t* __restrict__ X,
                            const Narrow t) {
   using Acc = opmath_t<scalar_t>;
   constexpr int kBlockRows = 32 * kVec, kSumCols = std::min(kJ, 4);
   __shared__ Acc sums[kWarps][kSumCols][kBlockRows];
+  __shared__ Acc partials[kClusterSum ? kJ * kBlockRows : 1];  // [j][row in the block]: kClusterSum's staging
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = int64_t(blockIdx.x) * kBlockRows, r = r0 + lane * kVec;
   const int64_t k_begin = int64_t(blockIdx.z) * t.k_split, k_end = std::min(t.k, k_begin + t.k_split);
-  out = split_slice(out, t);
+  out = split_slice<kClusterSum>(out, t);
   for (int64_t bi = blockIdx.y; bi < t.batch; bi += gridDim.y) {
     const scalar_t* a_rows = A + bi * t.a_b + r * t.a_r;
     const scalar_t* x = X + bi * t.x_b;
@@ -361,9 +385,16 @@ narrow_rows_fastest_kernel(Out* __restrict__ out, const scalar_t* __restrict__ A
         Acc v = sums[0][j - j0][row];
 #pragma unroll
         for (int w = 1; w < kWarps; ++w) v += sums[w][j - j0][row];
-        if (r0 + row < t.rows && j < t.cols) out[bi * t.rows * t.cols + (r0 + row) * t.out_r + j * t.out_j] = Out(v);
+        if constexpr (kClusterSum) partials[j * kBlockRows + row] = v;
+        else if (r0 + row < t.rows && j < t.cols) output_at(out, t, bi, r0 + row, j) = Out(v);
       }
       __syncthreads();  // sums is rewritten for the next columns or batch
+    }
+    if constexpr (kClusterSum) {
+      sum_cluster_partials<kThreads>(partials, kJ * kBlockRows, [&](int e, Acc sum) {
+        const int j = e / kBlockRows, row = e % kBlockRows;
+        if (r0 + row < t.rows && j < t.cols) output_at(out, t, bi, r0 + row, j) = Out(sum);
+      });
     }
   }
 }
@@ -408,18 +439,41 @@ int vector_width(const scalar_t* A, const Narrow& t, bool k_fastest) {
 // partials' round trip and the sum, a launch with its own latency. Filling the SMs regardless, a short
 // walk paid for the sum: along k 1 x 112 x 2 x 158 8.7 us split against 7.3 whole (cuBLAS 6.8), along
 // rows 8 x 1 x 3484 x 42 13.3 against 10.5 (13.1); long walks split as before (NOTES.md, "The
-// few-columns split, costed").
-int64_t narrow_k_split(SplitK mode, int64_t blocks, int64_t k, int64_t chunk, int64_t outputs, int acc_bytes) {
-  // A DRAM round trip; the sum kernel's launch and tail; DRAM's rate for the partials (split_k.cuh's).
-  constexpr double kChunkUs = 0.7, kSumUs = 4, kBytesPerUs = 2.5e6;
+// few-columns split, costed"). Where thread block clusters run, the splits may instead add their partials
+// in the cluster's shared memory in the same kernel (no partials in memory, no second launch), at most
+// kPortableCluster of them: a deeper walk each. Clusters are taken where that walk is at most a few
+// chunks deeper than the second kernel's, fitted on the H200's grid rows (NOTES.md N1i): along k 8 (3 x
+// 113 x 3 x 4333 walked 9 chunks in 8 splits against 2 in 34 and ran 0.85-0.99x the time, 5 x 254 x
+// 1 x 3985 8 against 3, 0.88-0.93x); along rows 2 (1 x 112 x 2 x 158, 3 rounds against 2, 0.83-0.92x; 16-bit
+// 5 x 254 x 1 x 3985, 16 against 5, 1.18-1.23x; 2 x 88 x 3 x 2025, 32 against 4, 1.4-2.0x). Against a whole
+// walk the cluster's sum costs kClusterSumUs. SplitK::fill splits the same way, so that a costed split
+// writes its bits.
+struct NarrowSplit {
+  int64_t k_split;  // each block's k-range, whole chunks (Narrow::k_split)
+  bool clusters;    // the splits add up in thread block clusters, not in sum_splits
+  // the splits K takes: blocks along z, a cluster's size
+  int64_t splits(int64_t k) const { return std::max<int64_t>(1, (k + k_split - 1) / k_split); }
+};
+
+NarrowSplit narrow_k_split(SplitK mode, int64_t blocks, int64_t k, int64_t chunk, int64_t outputs, int acc_bytes,
+                           bool k_fastest, bool clusters_run) {
+  // A DRAM round trip; the sum kernel's launch and tail; the cluster's two barriers; DRAM's rate for the
+  // partials (split_k.cuh's).
+  constexpr double kChunkUs = 0.7, kSumUs = 4, kClusterSumUs = 1, kBytesPerUs = 2.5e6;
   auto depth = [&](int64_t splits) { return ((k + splits - 1) / splits + chunk - 1) / chunk * chunk; };
+  auto walk_us = [&](int64_t d) { return double(d / chunk) * kChunkUs; };
   const int64_t whole = depth(1);
-  if (mode == SplitK::never) return whole;
-  const int64_t split = depth(fill_k_splits(blocks, k, chunk, outputs, 8));  // ~8 blocks per SM
-  if (mode == SplitK::fill || split == whole) return split;
+  if (mode == SplitK::never) return {whole, false};
+  const int64_t splits = fill_k_splits(blocks, k, chunk, outputs, 8);  // ~8 blocks per SM
+  const int64_t split = depth(splits), clustered = depth(std::min<int64_t>(splits, kPortableCluster));
+  const int64_t extra_chunks = (clustered - split) / chunk, max_extra_chunks = k_fastest ? 8 : 2;
+  const bool clusters = clusters_run && clustered < whole && extra_chunks <= max_extra_chunks;
+  const NarrowSplit filled{clusters ? clustered : split, clusters};
+  if (mode == SplitK::fill || filled.k_split == whole) return filled;
   const int64_t used = (k + split - 1) / split;
-  const double split_us = double(split / chunk) * kChunkUs + kSumUs + double(used * outputs * acc_bytes) / kBytesPerUs;
-  return split_us < double(whole / chunk) * kChunkUs ? split : whole;
+  const double split_us = clusters ? walk_us(clustered) + kClusterSumUs
+                                   : walk_us(split) + kSumUs + double(used * outputs * acc_bytes) / kBytesPerUs;
+  return split_us < walk_us(whole) ? filled : NarrowSplit{whole, false};
 }
 
 template <class scalar_t, int kJ, int kVec>
@@ -435,8 +489,25 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
   const int64_t row_blocks = (t.rows + rows_per_block - 1) / rows_per_block;
   TILES_CHECK(row_blocks < (int64_t(1) << 31), "tiles::bmm: ", t.rows, " rows are too many for one launch");
   const int64_t batch_blocks = std::min(t.batch, kMaxBatchBlocks), outputs = t.batch * t.rows * t.cols;
-  t.k_split = narrow_k_split(mode, row_blocks * batch_blocks, t.k, chunk, outputs, int(sizeof(Acc)));
-  const int64_t used = std::max<int64_t>(1, (t.k + t.k_split - 1) / t.k_split);
+  const int64_t blocks = row_blocks * batch_blocks;
+  NarrowSplit split = narrow_k_split(mode, blocks, t.k, chunk, outputs, int(sizeof(Acc)), k_fastest,
+                                     clusters_available());
+  // A cluster's blocks wait at its barrier for its slowest split, holding their SMs: that pays where the
+  // whole launch is resident at once (a small product, its walk a chain of DRAM round trips). Over
+  // several waves the split kernel's blocks retire as they finish and the next ones take their place
+  // (H200, clusters at every size: 16383 x 8 x 4095 1.33x the time in 16-bit and float32, 1.8x in
+  // float64, 16384 x 1 x 4095 1.12-1.23x; NOTES.md N1g).
+  if (split.clusters) {
+    constexpr auto along_k = narrow_k_fastest_kernel<scalar_t, scalar_t, kJ, kVec, true>;
+    constexpr auto along_rows = narrow_rows_fastest_kernel<scalar_t, scalar_t, kJ, kVec, true>;
+    const int size = int(split.splits(t.k));
+    const int resident = k_fastest ? resident_clusters<along_k>(dim3(kThreads), size)
+                                   : resident_clusters<along_rows>(dim3(kThreads), size);
+    if (blocks > resident)
+      split = narrow_k_split(mode, blocks, t.k, chunk, outputs, int(sizeof(Acc)), k_fastest, /*clusters_run=*/false);
+  }
+  t.k_split = split.k_split;
+  const int64_t used = split.splits(t.k);
   const dim3 grid{unsigned(row_blocks), unsigned(batch_blocks), unsigned(used)};
   auto run = [&](auto* out) {
     using Out = std::remove_pointer_t<decltype(out)>;
@@ -447,6 +518,14 @@ void launch_narrow(const BmmProblem& p, Narrow t, bool k_fastest, SplitK mode) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (used == 1) return run(p.out.data_ptr<scalar_t>());
+  if (split.clusters) {  // one kernel, no partials
+    TORCH_INTERNAL_ASSERT(used <= kPortableCluster, "thin::bmm: ", used, " splits do not form one cluster");
+    const ClusterLaunch cluster(grid, dim3(kThreads), dim3(1, 1, unsigned(used)), current_stream());
+    auto kernel = k_fastest ? narrow_k_fastest_kernel<scalar_t, scalar_t, kJ, kVec, true>
+                            : narrow_rows_fastest_kernel<scalar_t, scalar_t, kJ, kVec, true>;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cluster.config, kernel, p.out.data_ptr<scalar_t>(), A, X, t));
+    return;
+  }
   at::Tensor partials = at::empty({used, outputs}, p.out.options().dtype(c10::CppTypeToScalarType<Acc>::value));
   run(partials.data_ptr<Acc>());
   sum_splits<scalar_t, Acc>(p.out.data_ptr<scalar_t>(), partials, outputs, int(used));
