@@ -28,7 +28,8 @@ median with the L2 flushed, and back to back (20 calls replayed from one CUDA gr
 `flushed / b2b` in microseconds, on every path: hopper, the mma kernel at each tile size (mma-64,
 mma-128; float64's one DMMA tile under mma-64 only), thin, and the general kernel at each tile width
 (general-32, general-64), and bmm's own pick (`bmm`); `--paths` names others (`mma-64 whole-k`: the
-mma kernel without its split-K; `hopper-64` ... `hopper-256`: the 16-bit Hopper kernel at one tile width;
+mma kernel without its split-K; `hopper-64` ... `hopper-256`: the dtype's Hopper kernel at one tile width
+(float32: 64, 128, 192, 256);
 `"hopper-256 tma-store"` / `"hopper-256 streaming-store"`: at that width with one store forced, unsplit;
 `"hopper-256 whole-tile-store"`: TMA's stores from buffers for the whole tile, bmm's pick at K = 65-192;
 `"thin whole-k"` / `"thin split-k"`: the few-columns kernels with K never split / split to fill the SMs,

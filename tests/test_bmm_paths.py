@@ -725,11 +725,12 @@ def test_hopper_pairs_reject_float16():
 
 
 @requires_cuda
-def test_hopper_tile_width_by_name_rejects_float32():
+def test_hopper_16_bit_paths_by_name_reject_float32():
     hopper_expected()
     a = make_tensor((2, 64, 64), torch.float32, "cuda")
-    with pytest.raises(RuntimeError, match="forces the bfloat16 / float16 kernel's tile width"):
-        torch.ops.tiles._bmm_on_path(a, a, "hopper-128")
+    for path in ("hopper-96", "hopper-160", "hopper-128 pair-b", "hopper-128 tma-store", "hopper-192x192"):
+        with pytest.raises(RuntimeError, match=f"'{path}' is a bfloat16 / float16 kernel's; float32 takes 'hopper', "):
+            torch.ops.tiles._bmm_on_path(a, a, path)
     with pytest.raises(RuntimeError, match="path must be one of .*'hopper-96', .*; got 'hopper-80'"):
         torch.ops.tiles._bmm_on_path(a.bfloat16(), a.bfloat16(), "hopper-80")
 
@@ -1575,6 +1576,41 @@ def test_hopper_float32_tile_width(layouts):
         torch.set_float32_matmul_precision(old)
     if sm_count() != 132:
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
+
+
+# The TF32 tile width forced by name ("hopper-<width>" on float32 operands; for timing the widths against
+# each other): every width in every layout, over edge tiles both ways (300 x 520), Q of at most 64 rows on
+# wider tiles (520 x 40), and few tiles over a long K, which the plan splits at any width. Where the plan
+# picks the same width, the same bits. 3xTF32 has 128-wide tiles only.
+FORCED_TF32_SHAPES = [(2, 300, 520, 264), (3, 520, 40, 136), (1, 256, 384, 4100)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
+def test_hopper_float32_tile_width_by_name(layouts):
+    hopper_float32_expected()
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        for shape in FORCED_TF32_SHAPES:
+            a, b = tf32_operands(layouts, shape)
+            planned = torch.ops.tiles._bmm_on_path(a, b, "hopper")
+            for width in (64, 128, 192, 256):
+                path = f"hopper-{width}"
+                out = poisoned_on_path(a, b, path)
+                assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1], msg=f"{path} {shape}")
+                if torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, f"128x{width}"):
+                    assert torch.equal(out, planned), (path, shape)
+        torch.set_float32_matmul_precision("highest")
+        a, b = tf32_operands(layouts, FORCED_TF32_SHAPES[0])
+        assert_bmm_close(poisoned_on_path(a, b, "hopper-128"), a, b)
+        forced, planned = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("hopper-128", "hopper"))
+        assert torch.equal(forced, planned)
+        for width in (64, 192, 256):
+            with pytest.raises(RuntimeError, match=f"3xTF32 .* has 128-wide tiles only; got {width}"):
+                torch.ops.tiles._bmm_on_path(a, b, f"hopper-{width}")
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 # 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices, too much work for

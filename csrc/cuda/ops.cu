@@ -89,7 +89,8 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 
 // The paths _bmm_on_path takes by name: a kernel, and for some a forced tile size (0: the kernel picks).
 // "hopper" is the Hopper kernel of the dtype: the TF32 one for float32, the 16-bit one otherwise;
-// "hopper-<width>" the 16-bit one with tiles of that many columns, and " pair-b" / " pair-a" after it
+// "hopper-<width>" the kernel of the dtype with tiles of that many columns (float32: 64, 128, 192 or 256,
+// Q's rows where the roles swap; 128 under 3xTF32), and for the 16-bit one " pair-b" / " pair-a" after it
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
 // " tma-store" / " streaming-store" the way every tile is written, unsplit (at 64, 128, 192 and 256), and
 // " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "hopper-192x192" its tall tiles,
@@ -150,8 +151,10 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   const bool tf32 = p.out.scalar_type() == at::kFloat;
   switch (named->kernel) {
     case Path::hopper:
-      TILES_CHECK(!tf32 || named->tile == 0, "tiles::_bmm_on_path: '", std::string(path),
-                  "' forces the bfloat16 / float16 kernel's tile width; float32 takes 'hopper'");
+      TILES_CHECK(!tf32 || (named->pair == hopper::Pair::none && !named->store && named->rows == 0 &&
+                            (named->tile == 0 || named->tile % 64 == 0)),
+                  "tiles::_bmm_on_path: '", std::string(path), "' is a bfloat16 / float16 kernel's; float32 takes ",
+                  "'hopper', 'hopper-64', 'hopper-128', 'hopper-192' or 'hopper-256'");
       TILES_CHECK(named->pair == hopper::Pair::none || p.out.scalar_type() == at::kBFloat16, "tiles::_bmm_on_path: '",
                   std::string(path), "' is built for bfloat16 only");
       TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
@@ -169,7 +172,7 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   if (p.out.numel() == 0) return p.out;
   switch (named->kernel) {
     case Path::hopper:
-      tf32 ? hopper_tf32::bmm(p) : hopper::bmm(p, named->tile, named->pair, named->store, named->rows);
+      tf32 ? hopper_tf32::bmm(p, named->tile) : hopper::bmm(p, named->tile, named->pair, named->store, named->rows);
       break;
     case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
     case Path::thin: thin::bmm(p, named->thin_split); break;

@@ -103,7 +103,7 @@ struct Plan {
   int grid;
 };
 
-Plan plan(const BmmProblem& p) {
+Plan plan(const BmmProblem& p, int forced_bq = 0) {
   const Roles ro = roles(p);
   const bool three_pass = !float32_as_tf32();  // 3xTF32
   const bool transposing = ro.r.mn_major && ro.q.mn_major;
@@ -120,12 +120,16 @@ Plan plan(const BmmProblem& p) {
   // Q of at most 64 rows (attention's N = 64 products where b is not row-major under a row-major a,
   // which would swap the roles: p^T @ do, ds^T @ q at head size 64) takes 64-wide tiles: as many as
   // 128-wide ones, with half the tensor-core work and Q's stage, where 128 rows multiplied TMA's zeros.
+  // A forced width (`forced_bq`: tests and benchmarks, _bmm_on_path's "hopper-<width>") is costed alone.
   Plan best{};
   double best_us = 0;
   const bool narrow_q = !three_pass && ro.q_rows <= 64;
+  auto planned = [&](int bq) {
+    if ((bq == 64) != narrow_q) return false;
+    return bq <= 128 || (!three_pass && ro.q_rows > 128);
+  };
   for (const int bq : {256, 192, 128, 64}) {
-    if (bq > 128 && (three_pass || ro.q_rows <= 128)) continue;
-    if ((bq == 64) != narrow_q) continue;
+    if (forced_bq ? bq != forced_bq : !planned(bq)) continue;
     const int tiles_q = int((ro.q_rows + bq - 1) / bq);
     const int64_t tiles = p.batch * tiles_p * tiles_q;
     const BlockCost cost = block_cost(three_pass, bq, transposing);
@@ -212,8 +216,12 @@ const char* tile(const BmmProblem& p) {
   }
 }
 
-void bmm(const BmmProblem& p) {
-  const Plan chosen = plan(p);
+void bmm(const BmmProblem& p, int width) {
+  TILES_CHECK(width == 0 || width == 64 || width == 128 || width == 192 || width == 256,
+              "tiles::_bmm_on_path: the float32 Hopper kernel's tiles are 64, 128, 192 or 256 wide; got ", width);
+  TILES_CHECK(width == 0 || width == 128 || float32_as_tf32(), "tiles::_bmm_on_path: 3xTF32 (float32 matmul ",
+              "precision 'highest') has 128-wide tiles only; got ", width);
+  const Plan chosen = plan(p, width);
   const Roles& ro = chosen.roles;
   const bool swap = ro.swap;
   const at::Tensor& r = swap ? p.b : p.a;

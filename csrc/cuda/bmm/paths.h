@@ -92,7 +92,10 @@ const char* tile(const BmmProblem& p);
 
 namespace hopper_tf32 {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
-void bmm(const BmmProblem& p);
+// `width`: Q's rows per tile (the output's columns, its rows where the roles swap), 0 to let the kernel
+// pick (bmm/hopper_tf32.cu `plan`), or 64, 128, 192 or 256 to force one in TF32, 128 in 3xTF32 (tests and
+// benchmarks, through tiles::_bmm_on_path's "hopper-<width>" on float32 operands).
+void bmm(const BmmProblem& p, int width = 0);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
 // Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps),
