@@ -1613,6 +1613,44 @@ def test_hopper_float32_tile_width_by_name(layouts):
         torch.set_float32_matmul_precision(old)
 
 
+# Ping-pong consumers by name ("hopper-128 ping-pong": each consumer warpgroup a 128 x 128 tile of its own,
+# the two in turn; NT only, not picked by bmm): the same wgmma shapes in the same k order as "hopper-128", so
+# the same bits. 8 x 1024 x 1024 is 512 tiles, 3-4 a block on up to 132 SMs (the consumers hand the tensor
+# cores over and skip each other's stages), at K of 1, 3, 5, 6, 7 and 13 k-blocks (around the 6-stage ring);
+# 8 x 1000 x 1025 the same with an N that TMA's stores cannot take (the direct stores); then edge tiles (300
+# x 520), few tiles over a long K (split) and a batch-broadcast a, one tile a block.
+PING_PONG_SHAPES = [(8, 1024, 1024, k) for k in (32, 96, 160, 192, 224, 416)] + [
+    (8, 1000, 1025, 224), (2, 300, 520, 264), (1, 256, 384, 4100)]
+
+
+@requires_cuda
+def test_hopper_float32_ping_pong_by_name():
+    hopper_float32_expected()
+    assert 8 * 8 * 8 > 2 * sm_count(), "the multi-tile shapes give each block's consumers a tile or more each"
+
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        for shape in PING_PONG_SHAPES:
+            a, b = tf32_operands(("row", "col"), shape)
+            for lhs in (a, a[0]) if shape[0] > 1 else (a,):
+                out = poisoned_on_path(lhs, b, "hopper-128 ping-pong")
+                assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong {shape}")
+                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
+        a, b = tf32_operands(("row", "row"), PING_PONG_SHAPES[0])  # b N-major: not NT
+        with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32 at precision 'high' or 'medium'"):
+            torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
+        torch.set_float32_matmul_precision("highest")
+        a, b = tf32_operands(("row", "col"), PING_PONG_SHAPES[0])
+        with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32"):
+            torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
+    finally:
+        torch.set_float32_matmul_precision(old)
+    x = make_tensor((2, 64, 64), torch.bfloat16, "cuda")
+    with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' is the float32 kernel's"):
+        torch.ops.tiles._bmm_on_path(x, x, "hopper-128 ping-pong")
+
+
 # 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices, too much work for
 # the general kernel) three quarters of each tile is padding, so bmm takes the mma.sync kernel's 64 x 64
 # tiles there (bmm/hopper_tf32.cu `prefers`); TF32, with 64-wide tiles, and a wider output keep the Hopper

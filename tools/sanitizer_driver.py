@@ -272,6 +272,23 @@ def hopper_float32():
         torch.set_float32_matmul_precision(old_precision)
 
 
+# The Hopper float32 kernel's ping-pong consumers by name (TF32, NT only: "hopper-128 ping-pong"): 320 and
+# 360 tiles, two or three a block on 132 SMs, so that the consumers hand the tensor cores over and skip each
+# other's stages; K of 7 and 3 k-blocks around the 6-stage ring; N = 1025 takes the direct stores.
+def hopper_ping_pong():
+    probe = rand(8, 8, dtype=torch.bfloat16)
+    if dev != "cuda" or T._bmm_path(probe, probe) != "hopper-wgmma":  # an sm_90a build on an sm_90 GPU
+        return
+    old_precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    for (b, mm, k, n) in [(16, 512, 224, 640), (8, 520, 96, 1025)]:
+        a, w = rand(b, mm, k), rand(b, n, k).mT
+        nan_prefill(b * mm * n)
+        check(f"bmm float32 ping-pong {b}x{mm}x{k}x{n}", on_path(a, w, "hopper-128 ping-pong"),
+              a.double() @ w.double(), 1e-2 * k ** 0.5)
+    torch.set_float32_matmul_precision(old_precision)
+
+
 # The Hopper float32 kernel with operands TMA cannot address (odd leading dims, an odd base), which its
 # producer warps copy with 4-byte cp.async: R copied, Q copied (K-major, and MN-major transposed as it is
 # copied), both; edge tiles and K tails, 64-wide TF32 tiles at N = 40, and a split K ((b, m, k, n) =
@@ -361,7 +378,7 @@ def autograd():
 
 
 SECTIONS = [elementwise, reductions, bmm_small, hopper, hopper_split_k, hopper_streaming, hopper_float32,
-            hopper_float32_copied, mma_copy_widths, backward_kernels, autograd]
+            hopper_float32_copied, hopper_ping_pong, mma_copy_widths, backward_kernels, autograd]
 
 if __name__ == "__main__":
     # Sections by name (`python tools/sanitizer_driver.py hopper reductions`), all by default: racecheck

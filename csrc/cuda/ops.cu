@@ -94,7 +94,8 @@ std::string bmm_tile_cuda(const at::Tensor& a, const at::Tensor& b) {
 // its blocks in clusters of two that share b's or a's loads (hopper::bmm; bf16 at 96, 128 and 192), and
 // " tma-store" / " streaming-store" the way every tile is written, unsplit (at 64, 128, 192 and 256), and
 // " whole-tile-store" TMA's stores from buffers for a whole tile (at 256); "hopper-192x192" its tall tiles,
-// "hopper-64x64" its small ones; "thin whole-k" / "thin split-k" the thin kernels with K never split /
+// "hopper-64x64" its small ones; "hopper-128 ping-pong" the float32 one's consumers on 128 x 128 tiles of their
+// own in turn (NT only); "thin whole-k" / "thin split-k" the thin kernels with K never split /
 // split as far as filling the SMs asks (at most 8 ways where they would sum in clusters).
 struct NamedPath {
   c10::string_view name;
@@ -105,6 +106,7 @@ struct NamedPath {
   std::optional<hopper::Store> store = std::nullopt;  // its stores as planned, or forced (bmm/store.h)
   thin::SplitK thin_split = thin::SplitK::costed;     // the thin kernels' split-K as costed, never or to fill
   int rows = 0;                                       // the 16-bit Hopper kernel's tile rows: 0 as planned, 192 or 64
+  bool ping_pong = false;  // the float32 Hopper kernel's consumers on tiles of their own, in turn (NT, 128 wide)
 };
 constexpr NamedPath kNamedPaths[] = {
     {"hopper", Path::hopper, 0},           {"hopper-64", Path::hopper, 64},
@@ -128,6 +130,7 @@ constexpr NamedPath kNamedPaths[] = {
     {"hopper-256 whole-tile-store", Path::hopper, 256, true, hopper::Pair::none, hopper::Store::tma_whole_tile},
     {.name = "hopper-192x192", .kernel = Path::hopper, .tile = 192, .rows = 192},
     {.name = "hopper-64x64", .kernel = Path::hopper, .tile = 64, .rows = 64},
+    {.name = "hopper-128 ping-pong", .kernel = Path::hopper, .tile = 128, .ping_pong = true},
     {"mma", Path::mma, 0},
     {"mma-64", Path::mma, 64},             {"mma-128", Path::mma, 128},
     {"mma-64 whole-k", Path::mma, 64, false}, {"mma-128 whole-k", Path::mma, 128, false},
@@ -154,7 +157,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
       TILES_CHECK(!tf32 || (named->pair == hopper::Pair::none && !named->store && named->rows == 0 &&
                             (named->tile == 0 || named->tile % 64 == 0)),
                   "tiles::_bmm_on_path: '", std::string(path), "' is a bfloat16 / float16 kernel's; float32 takes ",
-                  "'hopper', 'hopper-64', 'hopper-128', 'hopper-192' or 'hopper-256'");
+                  "'hopper', 'hopper-64', 'hopper-128', 'hopper-192', 'hopper-256' or 'hopper-128 ping-pong'");
+      TILES_CHECK(!named->ping_pong || tf32, "tiles::_bmm_on_path: '", std::string(path), "' is the float32 kernel's");
       TILES_CHECK(named->pair == hopper::Pair::none || p.out.scalar_type() == at::kBFloat16, "tiles::_bmm_on_path: '",
                   std::string(path), "' is built for bfloat16 only");
       TILES_CHECK(tf32 ? hopper_tf32::can_run(p, &why) : hopper::can_run(p, &why),
@@ -172,7 +176,8 @@ at::Tensor bmm_on_path_cuda(const at::Tensor& a, const at::Tensor& b, c10::strin
   if (p.out.numel() == 0) return p.out;
   switch (named->kernel) {
     case Path::hopper:
-      tf32 ? hopper_tf32::bmm(p, named->tile) : hopper::bmm(p, named->tile, named->pair, named->store, named->rows);
+      if (tf32) hopper_tf32::bmm(p, named->tile, named->ping_pong);
+      else hopper::bmm(p, named->tile, named->pair, named->store, named->rows);
       break;
     case Path::mma: mma::bmm(p, named->tile, named->may_split); break;
     case Path::thin: thin::bmm(p, named->thin_split); break;

@@ -44,6 +44,12 @@ struct StageRing {
   __device__ __forceinline__ void advance() {
     if (++s == kStages) s = 0, phase ^= 1;
   }
+  // Past n stages another role consumes (the TF32 kernel's ping-pong consumers skip each other's tiles).
+  __device__ __forceinline__ void skip(int64_t n) {
+    const int64_t to = s + n;
+    s = int(to % kStages);
+    phase ^= uint32_t((to / kStages) & 1);
+  }
 };
 
 // The producer's walk around the ring: for each tile this block computes (first, + stride, ...: by

@@ -16,7 +16,7 @@
 #include "cuda/launch.cuh"
 
 namespace tiles::cuda::hopper {
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies, bool kPingPong = false>
 void launch_tf32(const CUtensorMap& map_r, const CUtensorMap& map_q, const CUtensorMap& map_c, float* c,
                  const Tf32CopyShape& shape, int grid);
 }  // namespace tiles::cuda::hopper
@@ -216,7 +216,7 @@ const char* tile(const BmmProblem& p) {
   }
 }
 
-void bmm(const BmmProblem& p, int width) {
+void bmm(const BmmProblem& p, int width, bool ping_pong) {
   TILES_CHECK(width == 0 || width == 64 || width == 128 || width == 192 || width == 256,
               "tiles::_bmm_on_path: the float32 Hopper kernel's tiles are 64, 128, 192 or 256 wide; got ", width);
   TILES_CHECK(width == 0 || width == 128 || float32_as_tf32(), "tiles::_bmm_on_path: 3xTF32 (float32 matmul ",
@@ -243,6 +243,10 @@ void bmm(const BmmProblem& p, int width) {
   // operand the kernel copies (copied_roles) lands in the same layout (its map stays zeros).
   const Copied copying = copied_roles(ro, three_pass);
   const bool copy_r = copying.r, copy_q = copying.q;
+  TILES_CHECK(!ping_pong || width == 128, "tiles::_bmm_on_path: ping-pong consumers take 128-wide tiles; got ", width);
+  TILES_CHECK(!ping_pong || (!three_pass && !swap && !lr.mn_major && !lq.mn_major && !copy_r && !copy_q),
+              "tiles::_bmm_on_path: 'hopper-128 ping-pong' takes float32 at precision 'high' or 'medium', a and b ",
+              "both K-major (a row-major, b = y.mT), strides TMA can address");
   CUtensorMap mr{}, mq{};
   if (!copy_r) mr = hopper::tensor_map(r, lr, lr.mn_major ? 32 : 128);
   else s.copy_r = copied(r, swap ? layout_of_b(p) : layout_of_a(p));
@@ -258,7 +262,9 @@ void bmm(const BmmProblem& p, int width) {
   CUtensorMap mc{};  // unused (zeros) when the consumers store directly
   if (lc.ok) mc = hopper::tensor_map(target, lc, swap ? 32 : 64);
   float* c = target.data_ptr<float>();
-  if (three_pass) {
+  if (ping_pong) {
+    hopper::launch_tf32<1, 128, true, false, false, false, true>(mr, mq, mc, c, s, grid);
+  } else if (three_pass) {
     launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
   } else {
     switch (bq) {

@@ -1,5 +1,6 @@
-// The Hopper float32 bmm's epilogues (bmm/hopper_tf32_kernel.cuh): a consumer warpgroup's 64 x BQ block
-// of D out to the output, through shared memory and TMA stores, or with bounds-checked stores.
+// The Hopper float32 bmm's epilogues (bmm/hopper_tf32_kernel.cuh): a 64 x BQ block of D (a cooperative
+// consumer warpgroup's, or half a ping-pong consumer's tile) out to the output, through shared memory and
+// TMA stores, or with bounds-checked stores.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +15,17 @@ namespace tiles::cuda::hopper {
 // Epilogues. Thread (warp, lane) of a consumer holds D at fragment rows g (+8) (R rows by
 // fragment_row) and q columns 8 i + 2 t (+1): acc[4 i + 2 h + {0, 1}].
 
-// A consumer's 64 x BQ block through shared memory and TMA stores, 32 q at a time in two alternating
-// 8 KiB buffers (one store group in flight while the next chunk is written). Each chunk is staged
-// with the 128-byte swizzle as the output's boxes: [64 p rows][32 q] (kSwap: two [32 q rows][32 p]).
+// A consumer's 64 x BQ block, rows 64 * half of the tile's 128 (a cooperative consumer's own half, or
+// either half of a ping-pong consumer's tile), through shared memory and TMA stores, 32 q at a time in
+// consumer w's two alternating 8 KiB buffers (one store group in flight while the next chunk is written).
+// Each chunk is staged with the 128-byte swizzle as the output's boxes: [64 p rows][32 q] (kSwap: two
+// [32 q rows][32 p]).
 template <int BQ, bool kRKMajor, bool kSwap>
 __device__ __forceinline__ void store_tf32_tile_tma(const float* acc, uint8_t* buffers, const CUtensorMap* map_c,
-                                                    const Tf32Shape& shape, const TileCoord& tc, int w) {
+                                                    const Tf32Shape& shape, const TileCoord& tc, int half, int w) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, t = lane % 4;
   const bool leader = threadIdx.x % 128 == 0;
-  const int p_first = tc.tm * 128 + 64 * w;
+  const int p_first = tc.tm * 128 + 64 * half;
   constexpr int kChunk = 64 * 32 * 4;
 #pragma unroll
   for (int j = 0; j < BQ / 32; ++j) {
@@ -60,17 +63,18 @@ __device__ __forceinline__ void store_tf32_tile_tma(const float* acc, uint8_t* b
   }
 }
 
-// Bounds-checked stores of a consumer's 64 x BQ block, for outputs TMA cannot describe.
+// Bounds-checked stores of a consumer's 64 x BQ block (rows 64 * half of the tile), for outputs TMA cannot
+// describe.
 template <int BQ, bool kRKMajor, bool kSwap>
 __device__ __forceinline__ void store_tf32_tile(const float* acc, float* c, const Tf32Shape& shape,
-                                                const TileCoord& tc, int w) {
+                                                const TileCoord& tc, int half) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int64_t ld = kSwap ? shape.p : shape.q;  // the output's row stride (its N)
   float* c_batch = c + tc.batch * shape.p * shape.q;
   const int64_t q0 = int64_t(tc.tn) * BQ + 2 * (lane % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t p = int64_t(tc.tm) * 128 + 64 * w + fragment_row<kRKMajor>(warp, lane, h);
+    const int64_t p = int64_t(tc.tm) * 128 + 64 * half + fragment_row<kRKMajor>(warp, lane, h);
     if (p >= shape.p) continue;
 #pragma unroll
     for (int i = 0; i < BQ / 8; ++i) {

@@ -28,7 +28,8 @@
 // only read Q's big part (it ignores a float's low 13 bits) from shared memory; for an MN-major Q (but
 // 1xTF32's 128-wide tiles that TMA loads) its warps 1-3 transpose Q's tiles (and write 3xTF32's small
 // part).
-// Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats.
+// Warpgroups 1 and 2 each own 64 rows of R and accumulate 64 x BQ floats; with ping-pong consumers
+// (kPingPong) each owns whole 128 x BQ tiles of its own instead, the two taking turns.
 //
 // 3xTF32: r * q ~ r_big * q_big + r_small * q_big + r_big * q_small. The tensor cores accumulate
 // rounding toward zero, so each k-block sums its 12 products in fresh registers, folded into the
@@ -187,15 +188,19 @@ __device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* smal
 // kCopies: the variant whose producer warps 1-3 (0-3 with both operands copied) copy the operands TMA cannot
 // address (shape.copy_r / copy_q); the others take the plain Tf32Shape and compile as they did before copies
 // existed (a shared build of both measured 3.7% slower on the aligned TF32 grid cases).
-template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies>
+// kPingPong: the consumer warpgroups take the block's tiles in turn, each a whole 128 x 128 tile, so that
+// one's epilogue runs while the other's products do (as cuBLAS's TF32 kernels for NT run; NOTES, N1q). NT
+// only (R K-major and read by wgmma from shared memory), by name ("hopper-128 ping-pong"), to be timed.
+template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies, bool kPingPong = false>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,
                    const __grid_constant__ CUtensorMap map_c, float* __restrict__ c,
                    const Tf32ShapeOf<kCopies> shape) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Tf32Config<kSplit, BQ>;
+  using Cfg = Tf32Config<kSplit, BQ, kPingPong>;
   constexpr int BP = Cfg::BP, BK = Cfg::BK, kStages = Cfg::kStages;
   static_assert(!kQMnMajor || (!kRKMajor && !kSwap), "an MN-major Q pairs with an MN-major R");
+  static_assert(!kPingPong || (kRKMajor && !kSwap && !kQMnMajor && !kCopies), "ping-pong consumers: NT only");
   static_assert(Cfg::kSplitters / 32 == (kSplit == 3 ? Cfg::kTransposers : 0), "both are warps 1-3");
   // 1xTF32's 128-wide MN-major Q tiles are transposed by the 8 consumer warps, one half box each, between
   // issuing one k-block's products and waiting for the previous ones (transpose_q_halves). With three
@@ -228,6 +233,7 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
   uint64_t* full = reinterpret_cast<uint64_t*>(c_stage + Cfg::kCBytes);   // TMA's and copies landed
   uint64_t* ready = full + kStages;                    // small part written, or an MN-major Q transposed
   uint64_t* empty = ready + kStages;                                               // stage consumed
+  uint64_t* order = empty + kStages;  // kPingPong: order[w], consumer w may start its next tile's products
   auto stage_r = [&](int s) { return smem + s * Cfg::kStageBytes; };
   auto stage_q = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes; };
   auto stage_small = [&](int s) { return smem + s * Cfg::kStageBytes + Cfg::kRBytes + Cfg::kQBytes; };
@@ -246,8 +252,9 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
       // unused by TF32 with a K-major Q; the 8 consumer warps where they transpose; else one arrival per
       // copying or transposing warp (thread 0 never arrives here, so warp 0 counts only as a copier)
       mbarrier_init(&ready[s], kConsumersTranspose ? 4 * Cfg::kConsumers : Cfg::kTransposers + (both_copied ? 1 : 0));
-      mbarrier_init(&empty[s], Cfg::kConsumers);
+      mbarrier_init(&empty[s], kPingPong ? 1 : Cfg::kConsumers);  // ping-pong: one consumer a stage
     }
+    for (int i = 0; i < Cfg::kOrderBarriers; ++i) mbarrier_init(&order[i], 4);  // one arrival per warp
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -368,13 +375,13 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
 
   // ---------------------------------------------------------------------------------- consumers
   registers_increase<kConsumerRegisters>();
-  const int w = warpgroup - 1;  // which 64-row half of the R tile
+  const int w = warpgroup - 1;  // which 64-row half of the R tile (ping-pong: which of the block's tiles)
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
   const int row0 = 64 * w + fragment_row<kRKMajor>(warp, lane, 0);
   const int row1 = 64 * w + fragment_row<kRKMajor>(warp, lane, 1);
   constexpr uint32_t kGroup = 1024;  // bytes between 8-row groups of the K-major Q tile
   StageRing<kStages> ring;
-  float acc[BQ / 2];
+  float acc[kPingPong ? BQ : BQ / 2];  // a 64-row half of the tile; ping-pong, both halves
   float part[kSplit == 3 ? BQ / 2 : 1];
   uint32_t big[kRShared ? 1 : 2][4][4], small[4][4];  // big: R through registers only; small: 3xTF32 only
 
@@ -433,45 +440,104 @@ hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_const
     if (threadIdx.x % 128 == 0) mbarrier_arrive(&empty[stage]);
   };
 
-  for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
-    const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
+  if constexpr (kPingPong) {
+    // Consumer w computes the block's tiles j (t = blockIdx.x + j * gridDim.x) with j % 2 == w, all 128 rows:
+    // per 8 k two m64n128k8, rows 0-63 into acc[0, 64) and rows 64-127 into acc[64, 128). The producer fills
+    // the ring in the walk's order, so each consumer skips the other's k_blocks stages. `order` passes the
+    // tensor cores between them: w waits on order[w] before its tile's first k-block, and the other arrives
+    // on it once it has issued its own tile's last. Beyond the schedule, this keeps the parity waits sound:
+    // the fill a consumer waits for follows one that the other consumer (or it) has already waited for, so
+    // the stage's barrier is never two phases behind (where a parity wait would pass on an old fill).
+    constexpr int kAcc = BQ;
+    uint32_t order_phase = w == 0 ? 1 : 0;  // a fresh barrier passes a parity-1 wait: consumer 0 goes first
+    if (w == 1) ring.skip(k_blocks);
+    for (int64_t t = blockIdx.x + w * int64_t(gridDim.x); t < total_tiles; t += 2 * int64_t(gridDim.x)) {
+      const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
 #pragma unroll
-    for (int i = 0; i < BQ / 2; ++i) acc[i] = 0.f;
-    fence_registers(acc, BQ / 2);
-
-    if constexpr (kSplit == 1) {
-      // Two fragment sets alternate, so block kb + 1's loads need not wait for block kb's products (with
-      // kRShared there are no loads: block kb + 1's wgmmas are issued while block kb's run all the same).
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+      fence_registers(acc, kAcc);
+      mbarrier_wait(&order[w], order_phase);
+      order_phase ^= 1;
       int previous = -1;
-      auto retire = [&](int done) {
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        mbarrier_wait(&full[ring.s], ring.phase);
+        const uint8_t* q = stage_q(ring.s);
+        const uint8_t* r = stage_r(ring.s);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 8; ++kk) {
+          const uint64_t dq = smem_descriptor(q + kk * 32, 0, kGroup);
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            wgmma_tf32<BQ>(acc + half * (BQ / 2), smem_descriptor(r + half * 64 * 128 + kk * 32, 0, kGroup), dq, 1);
+        }
+        wgmma_commit();
+        const int done = ring.s;
+        ring.advance();
+        if (kb + 1 == k_blocks) {  // the other consumer's products queue behind these (k_blocks >= 1: K > 0)
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(&order[1 - w]);
+        }
         wgmma_wait<1>();
-        fence_registers(acc, BQ / 2);
+        fence_registers(acc, kAcc);
         if (previous >= 0) release(previous);
         previous = done;
-      };
-      int64_t kb = 0;
-      for (; kb + 1 < k_blocks; kb += 2) {
-        retire(k_block(std::integral_constant<int, 0>{}));
-        retire(k_block(std::integral_constant<int, 1>{}));
       }
-      if (kb < k_blocks) retire(k_block(std::integral_constant<int, 0>{}));
       wgmma_wait<0>();
-      fence_registers(acc, BQ / 2);
+      fence_registers(acc, kAcc);
       if (previous >= 0) release(previous);
-    } else {
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        const int done = k_block(std::integral_constant<int, 0>{});
-        wgmma_wait<0>();
-        fence_registers(part, BQ / 2);
-        release(done);
+      ring.skip(k_blocks);  // the other consumer's next tile
 #pragma unroll
-        for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
+      for (int half = 0; half < 2; ++half) {
+        if (shape.tma_store) {
+          store_tf32_tile_tma<BQ, kRKMajor, kSwap>(acc + half * (BQ / 2), c_stage + w * 2 * Cfg::kChunkBytes, &map_c,
+                                                   shape, tc, half, w);
+        } else {
+          store_tf32_tile<BQ, kRKMajor, kSwap>(acc + half * (BQ / 2), c, shape, tc, half);
+        }
       }
     }
-    if (shape.tma_store) {
-      store_tf32_tile_tma<BQ, kRKMajor, kSwap>(acc, c_stage + w * 2 * Cfg::kChunkBytes, &map_c, shape, tc, w);
-    } else {
-      store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
+  } else {
+    for (int64_t t = blockIdx.x; t < total_tiles; t += gridDim.x) {
+      const TileCoord tc = tile_coord(t, shape.tiles_p, shape.tiles_q);
+#pragma unroll
+      for (int i = 0; i < BQ / 2; ++i) acc[i] = 0.f;
+      fence_registers(acc, BQ / 2);
+
+      if constexpr (kSplit == 1) {
+        // Two fragment sets alternate, so block kb + 1's loads need not wait for block kb's products (with
+        // kRShared there are no loads: block kb + 1's wgmmas are issued while block kb's run all the same).
+        int previous = -1;
+        auto retire = [&](int done) {
+          wgmma_wait<1>();
+          fence_registers(acc, BQ / 2);
+          if (previous >= 0) release(previous);
+          previous = done;
+        };
+        int64_t kb = 0;
+        for (; kb + 1 < k_blocks; kb += 2) {
+          retire(k_block(std::integral_constant<int, 0>{}));
+          retire(k_block(std::integral_constant<int, 1>{}));
+        }
+        if (kb < k_blocks) retire(k_block(std::integral_constant<int, 0>{}));
+        wgmma_wait<0>();
+        fence_registers(acc, BQ / 2);
+        if (previous >= 0) release(previous);
+      } else {
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+          const int done = k_block(std::integral_constant<int, 0>{});
+          wgmma_wait<0>();
+          fence_registers(part, BQ / 2);
+          release(done);
+#pragma unroll
+          for (int i = 0; i < BQ / 2; ++i) acc[i] += part[i];
+        }
+      }
+      if (shape.tma_store) {
+        store_tf32_tile_tma<BQ, kRKMajor, kSwap>(acc, c_stage + w * 2 * Cfg::kChunkBytes, &map_c, shape, tc, w, w);
+      } else {
+        store_tf32_tile<BQ, kRKMajor, kSwap>(acc, c, shape, tc, w);
+      }
     }
   }
   if (shape.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // as hopper_kernel.cuh's end

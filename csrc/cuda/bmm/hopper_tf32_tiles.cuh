@@ -40,14 +40,17 @@ struct Tf32CopyShape : Tf32Shape {
 template <bool kCopies>
 using Tf32ShapeOf = std::conditional_t<kCopies, Tf32CopyShape, Tf32Shape>;
 
-template <int kSplit, int BQ>
+// kPingPong: each consumer warpgroup computes whole 128 x BQ tiles of its own, the two taking turns on the
+// tensor cores (hopper_tf32_kernel's ping-pong consumers); 1xTF32 at 128 columns only.
+template <int kSplit, int BQ, bool kPingPong = false>
 struct Tf32Config {
   // wgmma_tf32 and the chunked epilogue know these widths only; 1xTF32 or 3xTF32 (big and small parts).
   static_assert(BQ == 64 || BQ == 128 || BQ == 192 || BQ == 256,
                 "TF32 Hopper bmm tiles are 64, 128, 192 or 256 rows of Q wide");
   static_assert(kSplit == 1 || kSplit == 3, "1xTF32 or 3xTF32");
+  static_assert(!kPingPong || (kSplit == 1 && BQ == 128), "ping-pong consumers: 1xTF32, 128 columns");
   static constexpr int BP = 128, BK = 32;                // BK: one 128-byte swizzle row of floats
-  static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each
+  static constexpr int kConsumers = 2;                   // warpgroups computing, 64 rows of R each (or tiles)
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kSplitters = kSplit == 3 ? 96 : 0;  // producer threads writing Q's small part
   static constexpr int kTransposers = 3;  // producer warps copying, or transposing a TMA-loaded MN-major Q
@@ -57,11 +60,14 @@ struct Tf32Config {
   static constexpr int kStageBytes = kRBytes + kQBytes * (kSplit == 3 ? 2 : 1);
   // Up to 192 KiB of stages; at BQ = 64 (24 KiB stages; Q of at most 64 rows, as in attention's N = 64
   // products, which stream R) seven (eight would fit; not timed).
-  static constexpr int kStages = BQ == 64 ? 7 : 4;
+  // Ping-pong: six (225 KiB in all), so that the producer runs ahead of one warpgroup's tile while the
+  // other finishes its own (the design: benchmarks/experiments/tf32_pingpong_design.md).
+  static constexpr int kStages = kPingPong ? 6 : BQ == 64 ? 7 : 4;
   static constexpr int kChunkBytes = 64 * 32 * 4;        // 32 output columns of a consumer's 64 rows
   static constexpr int kCBytes = kConsumers * 2 * kChunkBytes;  // two chunk buffers per consumer
+  static constexpr int kOrderBarriers = kPingPong ? 2 : 0;  // the consumers' turns on the tensor cores
   static constexpr size_t kSmemBytes =
-      size_t(kStages) * kStageBytes + kCBytes + 3 * kStages * sizeof(uint64_t) + 1024;
+      size_t(kStages) * kStageBytes + kCBytes + (3 * kStages + kOrderBarriers) * sizeof(uint64_t) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 };
 

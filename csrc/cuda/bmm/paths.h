@@ -94,8 +94,10 @@ namespace hopper_tf32 {
 bool can_run(const BmmProblem& p, const char** why = nullptr);
 // `width`: Q's rows per tile (the output's columns, its rows where the roles swap), 0 to let the kernel
 // pick (bmm/hopper_tf32.cu `plan`), or 64, 128, 192 or 256 to force one in TF32, 128 in 3xTF32 (tests and
-// benchmarks, through tiles::_bmm_on_path's "hopper-<width>" on float32 operands).
-void bmm(const BmmProblem& p, int width = 0);
+// benchmarks, through tiles::_bmm_on_path's "hopper-<width>" on float32 operands). `ping_pong`: the kernel
+// whose consumer warpgroups take 128 x 128 tiles in turn (with width 128; NT in TF32 only; "hopper-128
+// ping-pong", not picked by bmm until timed: NOTES, N1q).
+void bmm(const BmmProblem& p, int width = 0, bool ping_pong = false);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
 // Whether the kernel copies an operand that TMA cannot address (with cp.async, by its producer warps),
