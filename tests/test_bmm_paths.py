@@ -1549,9 +1549,13 @@ def float32_tile(a, b, tile):
 # a weight gradient's 1024 x 4096 over K = 8192 fills one wave with 128 tiles of 256 columns (as 128-wide
 # tiles: 256 of them, a second wave), 4096^3 takes 256-wide tiles, 2048 x 3072 over K = 768 192-wide ones
 # (256 tiles in two waves, as many as 192 tiles of 256 columns take), and a 256 x 384 output over K = 2100
-# 128-wide ones, split four ways. 3xTF32 has only 128-wide tiles. (shape, tile, whether K is split)
-TF32_TILES = [((1, 1024, 4096, 8192), "128x256", False), ((1, 4096, 4096, 4096), "128x256", False),
-              ((1, 2048, 3072, 768), "128x192", False), ((1, 256, 384, 2100), "128x128", True)]
+# 128-wide ones, split four ways. 3xTF32 has only 128-wide tiles. (shape, tile, whether K is split, the
+# tile NT takes: 2048 x 3072 over K = 768 models 23% faster on ping-pong consumers' 128 x 128 tiles, the
+# two square products less than 5%, and the split one stays split)
+TF32_TILES = [((1, 1024, 4096, 8192), "128x256", False, "128x256"),
+              ((1, 4096, 4096, 4096), "128x256", False, "128x256"),
+              ((1, 2048, 3072, 768), "128x192", False, "128x128 ping-pong"),
+              ((1, 256, 384, 2100), "128x128", True, "128x128")]
 
 
 @requires_cuda
@@ -1560,8 +1564,10 @@ def test_hopper_float32_tile_width(layouts):
     hopper_float32_expected()
     old = torch.get_float32_matmul_precision()
     try:
-        for shape, tile, split in TF32_TILES:
+        for shape, tile, split, nt_tile in TF32_TILES:
             a, b = tf32_operands(layouts, shape)
+            if layouts == ("row", "col"):
+                tile = nt_tile
             torch.set_float32_matmul_precision("highest")
             if not small_float32(a, b):  # 3xTF32: 128-wide tiles on any GPU
                 assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma 3xtf32")
@@ -1614,7 +1620,7 @@ def test_hopper_float32_tile_width_by_name(layouts):
 
 
 # Ping-pong consumers by name ("hopper-128 ping-pong": each consumer warpgroup a 128 x 128 tile of its own,
-# the two in turn; NT only, not picked by bmm): the same wgmma shapes in the same k order as "hopper-128", so
+# the two in turn; NT only): the same wgmma shapes in the same k order as "hopper-128", so
 # the same bits. 8 x 1024 x 1024 is 512 tiles, 3-4 a block on up to 132 SMs (the consumers hand the tensor
 # cores over and skip each other's stages), at K of 1, 3, 5, 6, 7 and 13 k-blocks (around the 6-stage ring);
 # 8 x 1000 x 1025 the same with an N that TMA's stores cannot take (the direct stores); then edge tiles (300
@@ -1649,6 +1655,40 @@ def test_hopper_float32_ping_pong_by_name():
     x = make_tensor((2, 64, 64), torch.bfloat16, "cuda")
     with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' is the float32 kernel's"):
         torch.ops.tiles._bmm_on_path(x, x, "hopper-128 ping-pong")
+
+
+# bmm takes the ping-pong consumers for TF32 NT products over a K of at least 24 k-blocks (768) where they
+# model 5% faster than the best unsplit cooperative tile (bmm/hopper_tf32.cu `plan`; on 132 SMs): the same
+# bits as the kernel by name and as "hopper-128", a batch-broadcast a too. A K of 23 k-blocks, the other
+# layouts, and 3xTF32 keep the cooperative tiles.
+@requires_cuda
+def test_bmm_picks_ping_pong_for_long_nt_products():
+    hopper_float32_expected()
+    if sm_count() != 132:
+        pytest.skip("the ping-pong rule's shapes were worked out for 132 SMs")
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        for shape in [(1, 2048, 3072, 768), (3, 1000, 1100, 1000)]:
+            a, b = tf32_operands(("row", "col"), shape)
+            for lhs in (a, a[0]) if shape[0] > 1 else (a,):
+                assert torch.ops.tiles._bmm_path(lhs, b) == "hopper-wgmma tf32", shape
+                assert torch.ops.tiles._bmm_tile(lhs, b) == "128x128 ping-pong", shape
+                out = poisoned_on_path(lhs, b, "hopper")
+                assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong picked {shape}")
+                assert torch.equal(out, torch.ops.tiles.bmm(lhs, b)), shape
+                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128 ping-pong")), shape
+                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
+        a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 736))  # 23 k-blocks
+        assert torch.ops.tiles._bmm_tile(a, b) == "128x192"
+        for layouts in [("row", "row"), ("col", "row"), ("col", "col")]:
+            a, b = tf32_operands(layouts, (1, 2048, 3072, 768))
+            assert "ping-pong" not in torch.ops.tiles._bmm_tile(a, b), layouts
+        torch.set_float32_matmul_precision("highest")
+        a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 768))
+        assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 # 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices, too much work for

@@ -101,7 +101,17 @@ struct Plan {
   int64_t k_blocks;  // per split
   int splits;
   int grid;
+  bool ping_pong = false;  // the consumers on 128 x 128 tiles of their own, in turn (unsplit, NT in TF32)
 };
+
+// Ping-pong consumers (hopper_tf32_kernel's kPingPong) in the plan's units: a block's two consumer
+// warpgroups each take whole 128 x 128 tiles in turn, one's epilogue under the other's products. Fitted on
+// the H200 over the five NT rows timed by name (NOTES.md N1q: 2048 x 1024 x 3072, one tile a block, to
+// 16384 x 3072 x 768, 24 tiles a block; within 2% but the one-tile row's 13%): 0.35 us a tile's k-block and
+// 1.6 a wave of 132 tiles, the epilogues hidden. The fit's K were 24-96 k-blocks: shorter walks are
+// bound by the output's stores, which it does not model, so they keep the cooperative tiles.
+constexpr double kPingPongKBlockUs = 0.35, kPingPongWaveUs = 1.6;
+constexpr int64_t kPingPongMinKBlocks = 24;
 
 Plan plan(const BmmProblem& p, int forced_bq = 0) {
   const Roles ro = roles(p);
@@ -140,6 +150,19 @@ Plan plan(const BmmProblem& p, int forced_bq = 0) {
     const int splits = int((k_total + k_blocks - 1) / k_blocks);
     best = {ro, bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
     best_us = split.us;
+  }
+  // Ping-pong where the operands allow it (R and Q K-major, neither copied: TMA feeds both, wgmma reads
+  // both from shared memory) and it models 5% under the best unsplit plan: on the H200 it ran 0.85-0.94x
+  // of bmm's 128 x 256 / 128 x 128 tiles (8192 x 2304 x 768 98.6 -> 88.0 us, 8192 x 4096 x 1024 234.2 ->
+  // 200.1; N1q). Where the plan splits K, the split stays: ping-pong was not timed split.
+  const Copied copying = copied_roles(ro, three_pass);
+  const bool nt = !three_pass && !ro.swap && !ro.r.mn_major && !ro.q.mn_major && !copying.r && !copying.q;
+  if (forced_bq == 0 && nt && !narrow_q && best.splits == 1 && k_total >= kPingPongMinKBlocks) {
+    const int tiles_q = int((ro.q_rows + 127) / 128);
+    const int64_t tiles = p.batch * tiles_p * tiles_q, waves = (tiles + sms - 1) / sms;
+    const double us = double(waves * k_total) * kPingPongKBlockUs + double(waves) * kPingPongWaveUs;
+    if (us < 0.95 * best_us)
+      best = {ro, 128, tiles_p, tiles_q, k_total, 1, int(std::min<int64_t>(tiles, sms)), /*ping_pong=*/true};
   }
   return best;
 }
@@ -208,6 +231,7 @@ bool splits_k(const BmmProblem& p) { return plan(p).splits > 1; }
 const char* tile(const BmmProblem& p) {
   const Plan chosen = plan(p);
   const bool swap = chosen.roles.swap;  // output tiles transposed
+  if (chosen.ping_pong) return "128x128 ping-pong";
   switch (chosen.bq) {
     case 256: return swap ? "256x128" : "128x256";
     case 192: return swap ? "192x128" : "128x192";
@@ -262,7 +286,7 @@ void bmm(const BmmProblem& p, int width, bool ping_pong) {
   CUtensorMap mc{};  // unused (zeros) when the consumers store directly
   if (lc.ok) mc = hopper::tensor_map(target, lc, swap ? 32 : 64);
   float* c = target.data_ptr<float>();
-  if (ping_pong) {
+  if (ping_pong || chosen.ping_pong) {
     hopper::launch_tf32<1, 128, true, false, false, false, true>(mr, mq, mc, c, s, grid);
   } else if (three_pass) {
     launch_roles<3, 128>(mr, mq, mc, lr, lq, swap, c, s, grid);
