@@ -106,11 +106,13 @@ struct Plan {
 
 // Ping-pong consumers (hopper_tf32_kernel's kPingPong) in the plan's units: a block's two consumer
 // warpgroups each take whole 128 x 128 tiles in turn, one's epilogue under the other's products. Fitted on
-// the H200 over the five NT rows timed by name (NOTES.md N1q: 2048 x 1024 x 3072, one tile a block, to
-// 16384 x 3072 x 768, 24 tiles a block; within 2% but the one-tile row's 13%): 0.35 us a tile's k-block and
-// 1.6 a wave of 132 tiles, the epilogues hidden. The fit's K were 24-96 k-blocks: shorter walks are
-// bound by the output's stores, which it does not model, so they keep the cooperative tiles.
-constexpr double kPingPongKBlockUs = 0.35, kPingPongWaveUs = 1.6;
+// the H200 over the 32 grid rows bmm ran on them at c360d78 that the tensor cores bound (NOTES.md N1q;
+// median error 2%, at most 9%): 0.40 us a tile's k-block, 0.15 a wave of 132 tiles, the epilogues hidden.
+// Not in the fit: products bound by memory (attention's 96-384 x 1024-2048 x 128 x 1024-2048, a of up to
+// 1.6 GB read once; the fit puts them at 0.6x, and they ran level with the 128 x 128 cooperative tiles;
+// 8192 x 50257 x 768, 1.6 GB written, level with 128 x 256), and walks shorter than 24 k-blocks, bound by
+// the output's stores, which keep the cooperative tiles.
+constexpr double kPingPongKBlockUs = 0.40, kPingPongWaveUs = 0.15;
 constexpr int64_t kPingPongMinKBlocks = 24;
 
 Plan plan(const BmmProblem& p, int forced_bq = 0) {
@@ -152,9 +154,11 @@ Plan plan(const BmmProblem& p, int forced_bq = 0) {
     best_us = split.us;
   }
   // Ping-pong where the operands allow it (R and Q K-major, neither copied: TMA feeds both, wgmma reads
-  // both from shared memory) and it models 5% under the best unsplit plan: on the H200 it ran 0.85-0.94x
-  // of bmm's 128 x 256 / 128 x 128 tiles (8192 x 2304 x 768 98.6 -> 88.0 us, 8192 x 4096 x 1024 234.2 ->
-  // 200.1; N1q). Where the plan splits K, the split stays: ping-pong was not timed split.
+  // both from shared memory) and it models 5% under the best unsplit plan: on the H200's grid it ran
+  // 0.85-0.99x of the cooperative tiles' time on the rows it takes (8192 x 2304 x 768 99.2 -> 86.3 us,
+  // 2048 x 1024 x 3072 44.2 -> 38.1; N1q). 8192 x 768 x 2304-3072 ran 1.02-1.04x on it: the fit puts them
+  // 4% under 128 x 192, so they keep it. Where the plan splits K, the split stays: ping-pong was not
+  // timed split.
   const Copied copying = copied_roles(ro, three_pass);
   const bool nt = !three_pass && !ro.swap && !ro.r.mn_major && !ro.q.mn_major && !copying.r && !copying.q;
   if (forced_bq == 0 && nt && !narrow_q && best.splits == 1 && k_total >= kPingPongMinKBlocks) {
