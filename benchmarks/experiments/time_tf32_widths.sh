@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The Hopper TF32 kernel at each tile width by name ("hopper-64" ... "hopper-256" on float32, with
-# tf32_width_by_name.diff) and with ping-pong consumers at 128 (tf32_ping_pong.diff), beside bmm's pick
+# The Hopper TF32 kernel at each tile width by name ("hopper-64" ... "hopper-256" on float32, 3a29177)
+# and with ping-pong consumers at 128 (88b32bd), beside bmm's pick
 # and cuBLAS, on the grid's slowest 256-wide TF32 rows: NT's one-wave and few-wave rows (8192 x 2304 x
 # 768: 576 tiles of 256 in 4.4 waves, cuBLAS 128 x 128 tiles in clusters of two), TN's transposing rows
 # (72 of 97 256-wide TN rows below 0.95x), and NN / TT controls.
 # What it answers: whether the width model (bmm/hopper_tf32.cu block_cost) picks the fastest width there.
-#   on the build with the patches applied; as an A/B against the 128-wide cooperative kernel at six stages
-#   (the ping-pong's control arm: ring depth apart from the schedule):
-#   SKIP_BUILD=1 tools/device_ab.sh --patch benchmarks/experiments/tf32_128_six_stages.diff \
-#     bash benchmarks/experiments/time_tf32_widths.sh; python tools/ab_report.py
+#   on a build of the head: SKIP_BUILD=1 bash benchmarks/experiments/time_tf32_widths.sh (the forty-seventh
+#   session ran it as an A/B against the cooperative 128 at six stages, tf32_128_six_stages.diff, in git
+#   history at ee5956b: NOTES, N1q)
 set -euo pipefail
 OUT=${OUT:-/tmp/tiles_out}
 mkdir -p "$OUT"
