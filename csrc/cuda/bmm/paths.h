@@ -96,7 +96,7 @@ bool can_run(const BmmProblem& p, const char** why = nullptr);
 // pick (bmm/hopper_tf32.cu `plan`), or 64, 128, 192 or 256 to force one in TF32, 128 in 3xTF32 (tests and
 // benchmarks, through tiles::_bmm_on_path's "hopper-<width>" on float32 operands). `ping_pong`: the kernel
 // whose consumer warpgroups take 128 x 128 tiles in turn (with width 128; NT in TF32 only; "hopper-128
-// ping-pong"; with width 0 the plan takes it where it models faster, unsplit NT over a K of 768 or more).
+// ping-pong"; with width 0 the plan takes it where it models faster, unsplit NT over a K above 736).
 void bmm(const BmmProblem& p, int width = 0, bool ping_pong = false);
 // Whether the kernel splits p's K into slices (few tiles over a long K; bmm/hopper_tf32.cu `plan`).
 bool splits_k(const BmmProblem& p);
