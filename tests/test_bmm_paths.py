@@ -2210,6 +2210,13 @@ def clusters_run():
     return torch.ops.tiles._bmm_path(probe, probe) == HOPPER
 
 
+def few_columns_operands(shape, a_layout, dtype):
+    """Random a (row-major, or column-major: a.mT of a contiguous tensor) and b for a (batch, m, n, k) product."""
+    batch, m, n, k = shape
+    a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
+    return a if a_layout == "row" else a.mT, make_tensor((batch, k, n), dtype, "cuda")
+
+
 def order_sensitive_operands(shape, a_layout, dtype):
     # Integers whose float32 sums are exact below 2^24 and rounded to even multiples above (floats are 2
     # apart from 2^24, 4 from 2^25): 2^25 at a's first k and -2^25 at its last (b's rows there are ones,
@@ -2231,10 +2238,7 @@ def test_thin_splits_k_only_where_the_walk_is_long(shape, a_layout, dtype, split
     # "thin" writes the bits of "thin split-k" (K split as far as filling the SMs asks, in clusters where
     # "thin" would take them) where it splits,
     # else those of "thin whole-k"; on order-sensitive operands the two differ
-    batch, m, n, k = shape
-    a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
-    a = a if a_layout == "row" else a.mT
-    b = make_tensor((batch, k, n), dtype, "cuda")
+    a, b = few_columns_operands(shape, a_layout, dtype)
     assert_bmm_close(poisoned_on_path(a, b, "thin"), a, b)
     a, b = order_sensitive_operands(shape, a_layout, dtype)
     out = poisoned_on_path(a, b, "thin")
@@ -2262,10 +2266,7 @@ THIN_SPLIT_SUMS = [((1, 112, 2, 158), "col", torch.float32, True), ((3, 113, 3, 
 @pytest.mark.parametrize("shape, a_layout, dtype, in_clusters", THIN_SPLIT_SUMS,
                          ids=[f"{'x'.join(map(str, s))}-{layout}-{str(d)[6:]}" for s, layout, d, _ in THIN_SPLIT_SUMS])
 def test_thin_split_sums_in_clusters_only_where_the_walk_stays_short(shape, a_layout, dtype, in_clusters):
-    batch, m, n, k = shape
-    a = make_tensor((batch, m, k) if a_layout == "row" else (batch, k, m), dtype, "cuda")
-    a = a if a_layout == "row" else a.mT
-    b = make_tensor((batch, k, n), dtype, "cuda")
+    a, b = few_columns_operands(shape, a_layout, dtype)
     kernels = cuda_kernel_names(lambda: torch.ops.tiles._bmm_on_path(a, b, "thin"))
     assert any("narrow_" in name for name in kernels), kernels
     second_kernel = any("sum_splits_kernel" in name for name in kernels)

@@ -92,6 +92,13 @@ Copied copied_roles(const Roles& ro, bool three_pass) {
   return {r, !ro.q.ok || (r && (ro.q.mn_major || three_pass))};
 }
 
+// Whether the ping-pong consumers (hopper_tf32_kernel's kPingPong) can take the roles: 1xTF32 with R and Q
+// both K-major and fed by TMA, wgmma reading both from shared memory (NT).
+bool ping_pong_runs(const Roles& ro, bool three_pass) {
+  const Copied copying = copied_roles(ro, three_pass);
+  return !three_pass && !ro.swap && !ro.r.mn_major && !ro.q.mn_major && !copying.r && !copying.q;
+}
+
 // The tile width (bq: Q rows per tile), the split of K and the persistent grid for a problem, which bmm
 // and the tile's name share.
 struct Plan {
@@ -153,15 +160,13 @@ Plan plan(const BmmProblem& p, int forced_bq = 0) {
     best = {ro, bq, tiles_p, tiles_q, k_blocks, splits, int(std::min<int64_t>(tiles * splits, sms))};
     best_us = split.us;
   }
-  // Ping-pong where the operands allow it (R and Q K-major, neither copied: TMA feeds both, wgmma reads
-  // both from shared memory) and it models 5% under the best unsplit plan: on the H200's grid it ran
-  // 0.85-0.99x of the cooperative tiles' time on the rows it takes (8192 x 2304 x 768 99.2 -> 86.3 us,
-  // 2048 x 1024 x 3072 44.2 -> 38.1; N1q). 8192 x 768 x 2304-3072 ran 1.02-1.04x on it: the fit puts them
-  // 4% under 128 x 192, so they keep it. Where the plan splits K, the split stays: ping-pong was not
-  // timed split.
-  const Copied copying = copied_roles(ro, three_pass);
-  const bool nt = !three_pass && !ro.swap && !ro.r.mn_major && !ro.q.mn_major && !copying.r && !copying.q;
-  if (forced_bq == 0 && nt && !narrow_q && best.splits == 1 && k_total >= kPingPongMinKBlocks) {
+  // Ping-pong where the operands allow it (ping_pong_runs) and it models 5% under the best unsplit plan:
+  // on the H200's grid it ran 0.85-0.99x of the cooperative tiles' time on the rows it takes (8192 x 2304
+  // x 768 99.2 -> 86.3 us, 2048 x 1024 x 3072 44.2 -> 38.1; N1q). 8192 x 768 x 2304-3072 ran 1.02-1.04x
+  // on it: the fit puts them 4% under 128 x 192, so they keep it. Where the plan splits K, the split
+  // stays: ping-pong was not timed split.
+  if (forced_bq == 0 && ping_pong_runs(ro, three_pass) && !narrow_q && best.splits == 1 &&
+      k_total >= kPingPongMinKBlocks) {
     const int tiles_q = int((ro.q_rows + 127) / 128);
     const int64_t tiles = p.batch * tiles_p * tiles_q, waves = (tiles + sms - 1) / sms;
     const double us = double(waves * k_total) * kPingPongKBlockUs + double(waves) * kPingPongWaveUs;
@@ -272,7 +277,7 @@ void bmm(const BmmProblem& p, int width, bool ping_pong) {
   const Copied copying = copied_roles(ro, three_pass);
   const bool copy_r = copying.r, copy_q = copying.q;
   TILES_CHECK(!ping_pong || width == 128, "tiles::_bmm_on_path: ping-pong consumers take 128-wide tiles; got ", width);
-  TILES_CHECK(!ping_pong || (!three_pass && !swap && !lr.mn_major && !lq.mn_major && !copy_r && !copy_q),
+  TILES_CHECK(!ping_pong || ping_pong_runs(ro, three_pass),
               "tiles::_bmm_on_path: 'hopper-128 ping-pong' takes float32 at precision 'high' or 'medium', a and b ",
               "both K-major (a row-major, b = y.mT), strides TMA can address");
   CUtensorMap mr{}, mq{};
