@@ -137,8 +137,8 @@ __device__ __forceinline__ void transpose_q_stage(uint8_t* q, uint8_t* small, in
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int row = 4 * qb + c, at = box * 4096 + row * 128 + ((kb ^ (row % 8)) * 16);
-        *reinterpret_cast<float4*>(q + at) = rows[c];
-        if constexpr (kSplit == 3) *reinterpret_cast<float4*>(small + at) = small_part(rows[c]);
+        st_shared_v4(smem_addr(q) + at, rows[c]);  // not split into 4-byte stores (sm90_ptx.cuh)
+        if constexpr (kSplit == 3) st_shared_v4(smem_addr(small) + at, small_part(rows[c]));
       }
     }
     __syncwarp();  // the warp leaves each box together (the next box is other memory)
@@ -169,7 +169,7 @@ __device__ __forceinline__ void transpose_q_halves(uint8_t* q, int warp) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int row = 4 * qb + c;
-      *reinterpret_cast<float4*>(base + row * 128 + ((kb ^ (row % 8)) * 16)) = rows[c];
+      st_shared_v4(smem_addr(base) + row * 128 + ((kb ^ (row % 8)) * 16), rows[c]);
     }
     __syncwarp();  // the warp leaves each half together (with fewer warps than halves, on to another box)
   }

@@ -24,6 +24,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// One 16-byte shared-memory store that stays one: in transpose_q_stage the compiler split three of a
+// lane's eight float4 stores a box into four 4-byte ones each (the TF32 TN 256-wide kernel's PTX), and
+// a quarter warp's 4-byte stores there hit 8 banks 4 times over: 140 store instructions a stage where 68
+// do, 26.7 M bank conflicts on 4096^3 TN (ncu, H200), the kernel at 1.15x cuBLAS's time.
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, float4 v) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
 // ---- mbarriers: a producer arrives once and the TMA unit adds the bytes it wrote; consumers wait on
 // the phase parity. A fresh barrier is in phase 0, so waiting for parity 1 returns at once.
 
