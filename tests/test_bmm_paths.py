@@ -1663,9 +1663,10 @@ def test_hopper_float32_ping_pong_by_name():
 # (bmm/hopper_tf32.cu `plan`; on 132 SMs): the profiler shows the ping-pong instance launched (its bits
 # are those of "hopper-128", so only the kernel's name tells the two apart), over 384 tiles (three a
 # block), 216 (one or two a block, one consumer idle in some), a batch-broadcast a too, and 128 tiles
-# over K = 4096 (2048 x 1024, which the cooperative plan splits: ping-pong models 0.76x of it). A K of 23
-# k-blocks, the other layouts, and 3xTF32 keep the cooperative tiles, and so do SPLIT_K_TILES' split
-# products (ping-pong models 0.91x of them; test_hopper_float32_split_k_tile).
+# over K = 4096 and 96 over K = 3072 (2048 x 1024 and 2048 x 768, which the cooperative plan splits:
+# ping-pong models 0.76x and 0.83x of it). A K of 23 k-blocks, the other layouts, and 3xTF32 keep the
+# cooperative tiles, and so do SPLIT_K_TILES' split products (ping-pong models 0.91x of them;
+# test_hopper_float32_split_k_tile): 0.83x and 0.91x pin the 0.85 cut from both sides.
 def launched_tf32_ping_pong(kernels):
     """Whether the TF32 Hopper kernel with ping-pong consumers (its last template argument, kPingPong) is
     among the profiler's kernel names, demangled (`<1, 128, true, ...>`) or not (`ILi1ELi128ELb1E...`); a
@@ -1688,7 +1689,7 @@ def test_bmm_picks_ping_pong_for_long_nt_products():
     old = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("high")
-        for shape in [(1, 2048, 3072, 768), (3, 1000, 1100, 1000), (1, 2048, 1024, 4096)]:
+        for shape in [(1, 2048, 3072, 768), (3, 1000, 1100, 1000), (1, 2048, 1024, 4096), (1, 2048, 768, 3072)]:
             a, b = tf32_operands(("row", "col"), shape)
             for lhs in (a, a[0]) if shape[0] > 1 else (a,):
                 assert torch.ops.tiles._bmm_path(lhs, b) == "hopper-wgmma tf32", shape

@@ -190,7 +190,8 @@ __device__ __forceinline__ void write_small_rows(const uint8_t* q, uint8_t* smal
 // existed (a shared build of both measured 3.7% slower on the aligned TF32 grid cases).
 // kPingPong: the consumer warpgroups take the block's tiles in turn, each a whole 128 x 128 tile, so that
 // one's epilogue runs while the other's products do (as cuBLAS's TF32 kernels for NT run; NOTES, N1q). NT
-// only (R K-major and read by wgmma from shared memory), by name ("hopper-128 ping-pong"), to be timed.
+// only (R K-major and read by wgmma from shared memory): bmm's pick where its plan costs it cheaper
+// (bmm/hopper_tf32.cu), or by name ("hopper-128 ping-pong").
 template <int kSplit, int BQ, bool kRKMajor, bool kSwap, bool kQMnMajor, bool kCopies, bool kPingPong = false>
 __global__ void __launch_bounds__(Tf32Config<kSplit, BQ>::kThreads, 1)
 hopper_tf32_kernel(const __grid_constant__ CUtensorMap map_r, const __grid_constant__ CUtensorMap map_q,

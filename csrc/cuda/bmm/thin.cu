@@ -469,8 +469,9 @@ NarrowSplit narrow_k_split(SplitK mode, int64_t blocks, int64_t k, int64_t chunk
   const int64_t extra_chunks = (clustered - split) / chunk, max_extra_chunks = k_fastest ? 8 : 2;
   // Along rows a walk of fewer than 64 k is too short for the cluster's barriers to pay: float32 3 x 217
   // x 2 x 33 (five one-k rounds, split three ways) ran 1.12-1.21x the whole walk's time in clusters, where
-  // 2 x 422 x 7 x 122 and 1 x 112 x 2 x 158 ran 0.78-0.92x (H200 grid, NOTES.md N1i). In k, not rounds: a
-  // 16-bit round is 32 k, and its walks of two rounds never split in clusters anyway.
+  // 2 x 422 x 7 x 122 and 1 x 112 x 2 x 158 ran 0.78-0.92x (H200 grid, NOTES.md N1i). In k, not rounds
+  // (chunks: 8 k in float32, 16 k in 16-bit from 4 columns on, 32 k below): 16-bit walks of 4-8 columns
+  // under 64 k stay whole too (untimed: no grid row has one); with fewer columns a walk past 32 k is 64.
   constexpr int64_t kMinClusteredRowsWalk = 64;
   const bool clusters = clusters_run && clustered < whole && extra_chunks <= max_extra_chunks &&
                         (k_fastest || whole >= kMinClusteredRowsWalk);
