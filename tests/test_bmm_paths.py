@@ -34,6 +34,8 @@ import torch_tiles  # noqa: F401  (registers torch.ops.tiles)
 from conftest import requires_cuda
 from helpers import Tol, assert_bmm_close, cuda_kernel_names, hopper_streams_short_k, make_tensor
 
+# Every test starts at "highest", and the precision it had is restored after the test: tests that pick the
+# TF32 kernels set "high" and leave it to the fixture.
 pytestmark = pytest.mark.usefixtures("highest_float32_precision")
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
@@ -1187,28 +1189,24 @@ def test_mma_tile_by_rounds(dtype, precision):
     mma_expected()
     if dtype != torch.float32 and precision == "high":
         pytest.skip("the float32 matmul precision changes only float32's kernel")
-    old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
-    try:
-        sms, seen = sm_count(), set()
-        cols = MMA_LARGE_TILES[mma_kind_name(dtype)][1]
-        cases = [(rows, batch, rounds * sms // batch + extra)
-                 for rows, batch, rounds, extra in itertools.product((64, 100), (4, 8), (1, 2, 3, 5, 8), (0, 1))]
-        for rows, batch, tiles_n in cases + [(100, 4, 24), (100, 4, 25)]:
-            a = unaligned_operand("row", batch, rows, 72, dtype)
-            b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
-            path = torch.ops.tiles._bmm_path(a, b)
-            if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
-                assert dtype == torch.float32 and precision == "highest", path
-                continue
-            assert torch.ops.tiles._bmm_tile(a, b) == mma_tile(a, b), (rows, batch, tiles_n)
-            seen.add(mma_tile(a, b))
-            assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
-        # 3xTF32 takes small tiles on sm_90, large ones elsewhere, whatever the shape
-        sizes = 1 if mma_kind_name(dtype) == "3xtf32" or torch.cuda.get_device_capability() != (9, 0) else 2
-        assert len(seen) == sizes, seen
-    finally:
-        torch.set_float32_matmul_precision(old)
+    sms, seen = sm_count(), set()
+    cols = MMA_LARGE_TILES[mma_kind_name(dtype)][1]
+    cases = [(rows, batch, rounds * sms // batch + extra)
+             for rows, batch, rounds, extra in itertools.product((64, 100), (4, 8), (1, 2, 3, 5, 8), (0, 1))]
+    for rows, batch, tiles_n in cases + [(100, 4, 24), (100, 4, 25)]:
+        a = unaligned_operand("row", batch, rows, 72, dtype)
+        b = unaligned_operand("row", batch, 72, tiles_n * cols - 5, dtype)
+        path = torch.ops.tiles._bmm_path(a, b)
+        if not path.startswith("mma-sync"):  # a float32 rule may send it elsewhere
+            assert dtype == torch.float32 and precision == "highest", path
+            continue
+        assert torch.ops.tiles._bmm_tile(a, b) == mma_tile(a, b), (rows, batch, tiles_n)
+        seen.add(mma_tile(a, b))
+        assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(dtype, precision)][1])
+    # 3xTF32 takes small tiles on sm_90, large ones elsewhere, whatever the shape
+    sizes = 1 if mma_kind_name(dtype) == "3xtf32" or torch.cuda.get_device_capability() != (9, 0) else 2
+    assert len(seen) == sizes, seen
 
 
 def unaligned_operand(layout, batch, rows, cols, dtype, step=1):
@@ -1563,24 +1561,20 @@ TF32_TILES = [((1, 1024, 4096, 8192), "128x256", False, "128x256"),
 @pytest.mark.parametrize("layouts", LAYOUTS[:4], ids=["-".join(l) for l in LAYOUTS[:4]])
 def test_hopper_float32_tile_width(layouts):
     hopper_float32_expected()
-    old = torch.get_float32_matmul_precision()
-    try:
-        for shape, tile, split, nt_tile in TF32_TILES:
-            a, b = tf32_operands(layouts, shape)
-            if layouts == ("row", "col"):
-                tile = nt_tile
-            torch.set_float32_matmul_precision("highest")
-            if not small_float32(a, b):  # 3xTF32: 128-wide tiles on any GPU
-                assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma 3xtf32")
-                assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
-            torch.set_float32_matmul_precision("high")
-            path = torch.ops.tiles._bmm_path(a, b)
-            assert path.startswith("hopper-wgmma tf32"), path
-            if sm_count() == 132:
-                assert path == "hopper-wgmma tf32" + (" split-k" if split else ""), (shape, path)
-                assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
-    finally:
-        torch.set_float32_matmul_precision(old)
+    for shape, tile, split, nt_tile in TF32_TILES:
+        a, b = tf32_operands(layouts, shape)
+        if layouts == ("row", "col"):
+            tile = nt_tile
+        torch.set_float32_matmul_precision("highest")
+        if not small_float32(a, b):  # 3xTF32: 128-wide tiles on any GPU
+            assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma 3xtf32")
+            assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
+        torch.set_float32_matmul_precision("high")
+        path = torch.ops.tiles._bmm_path(a, b)
+        assert path.startswith("hopper-wgmma tf32"), path
+        if sm_count() == 132:
+            assert path == "hopper-wgmma tf32" + (" split-k" if split else ""), (shape, path)
+            assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
     if sm_count() != 132:
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs (3xTF32's tiles were checked)")
 
@@ -1596,28 +1590,24 @@ FORCED_TF32_SHAPES = [(2, 300, 520, 264), (3, 520, 40, 136), (1, 256, 384, 4100)
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 def test_hopper_float32_tile_width_by_name(layouts):
     hopper_float32_expected()
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("high")
-        for shape in FORCED_TF32_SHAPES:
-            a, b = tf32_operands(layouts, shape)
-            planned = torch.ops.tiles._bmm_on_path(a, b, "hopper")
-            for width in (64, 128, 192, 256):
-                path = f"hopper-{width}"
-                out = poisoned_on_path(a, b, path)
-                assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1], msg=f"{path} {shape}")
-                if torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, f"128x{width}"):
-                    assert torch.equal(out, planned), (path, shape)
-        torch.set_float32_matmul_precision("highest")
-        a, b = tf32_operands(layouts, FORCED_TF32_SHAPES[0])
-        assert_bmm_close(poisoned_on_path(a, b, "hopper-128"), a, b)
-        forced, planned = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("hopper-128", "hopper"))
-        assert torch.equal(forced, planned)
-        for width in (64, 192, 256):
-            with pytest.raises(RuntimeError, match=f"3xTF32 .* has 128-wide tiles only; got {width}"):
-                torch.ops.tiles._bmm_on_path(a, b, f"hopper-{width}")
-    finally:
-        torch.set_float32_matmul_precision(old)
+    torch.set_float32_matmul_precision("high")
+    for shape in FORCED_TF32_SHAPES:
+        a, b = tf32_operands(layouts, shape)
+        planned = torch.ops.tiles._bmm_on_path(a, b, "hopper")
+        for width in (64, 128, 192, 256):
+            path = f"hopper-{width}"
+            out = poisoned_on_path(a, b, path)
+            assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1], msg=f"{path} {shape}")
+            if torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, f"128x{width}"):
+                assert torch.equal(out, planned), (path, shape)
+    torch.set_float32_matmul_precision("highest")
+    a, b = tf32_operands(layouts, FORCED_TF32_SHAPES[0])
+    assert_bmm_close(poisoned_on_path(a, b, "hopper-128"), a, b)
+    forced, planned = (torch.ops.tiles._bmm_on_path(a, b, p) for p in ("hopper-128", "hopper"))
+    assert torch.equal(forced, planned)
+    for width in (64, 192, 256):
+        with pytest.raises(RuntimeError, match=f"3xTF32 .* has 128-wide tiles only; got {width}"):
+            torch.ops.tiles._bmm_on_path(a, b, f"hopper-{width}")
 
 
 # Ping-pong consumers by name ("hopper-128 ping-pong": each consumer warpgroup a 128 x 128 tile of its own,
@@ -1635,24 +1625,20 @@ def test_hopper_float32_ping_pong_by_name():
     hopper_float32_expected()
     assert 8 * 8 * 8 > 2 * sm_count(), "the multi-tile shapes give each block's consumers a tile or more each"
 
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("high")
-        for shape in PING_PONG_SHAPES:
-            a, b = tf32_operands(("row", "col"), shape)
-            for lhs in (a, a[0]) if shape[0] > 1 else (a,):
-                out = poisoned_on_path(lhs, b, "hopper-128 ping-pong")
-                assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong {shape}")
-                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
-        a, b = tf32_operands(("row", "row"), PING_PONG_SHAPES[0])  # b N-major: not NT
-        with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32 at precision 'high' or 'medium'"):
-            torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
-        torch.set_float32_matmul_precision("highest")
-        a, b = tf32_operands(("row", "col"), PING_PONG_SHAPES[0])
-        with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32"):
-            torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
-    finally:
-        torch.set_float32_matmul_precision(old)
+    torch.set_float32_matmul_precision("high")
+    for shape in PING_PONG_SHAPES:
+        a, b = tf32_operands(("row", "col"), shape)
+        for lhs in (a, a[0]) if shape[0] > 1 else (a,):
+            out = poisoned_on_path(lhs, b, "hopper-128 ping-pong")
+            assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong {shape}")
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
+    a, b = tf32_operands(("row", "row"), PING_PONG_SHAPES[0])  # b N-major: not NT
+    with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32 at precision 'high' or 'medium'"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
+    torch.set_float32_matmul_precision("highest")
+    a, b = tf32_operands(("row", "col"), PING_PONG_SHAPES[0])
+    with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' takes float32"):
+        torch.ops.tiles._bmm_on_path(a, b, "hopper-128 ping-pong")
     x = make_tensor((2, 64, 64), torch.bfloat16, "cuda")
     with pytest.raises(RuntimeError, match="'hopper-128 ping-pong' is the float32 kernel's"):
         torch.ops.tiles._bmm_on_path(x, x, "hopper-128 ping-pong")
@@ -1686,30 +1672,26 @@ def test_bmm_picks_ping_pong_for_long_nt_products():
     hopper_float32_expected()
     if sm_count() != 132:
         pytest.skip("the ping-pong rule's shapes were worked out for 132 SMs")
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("high")
-        for shape in [(1, 2048, 3072, 768), (3, 1000, 1100, 1000), (1, 2048, 1024, 4096), (1, 2048, 768, 3072)]:
-            a, b = tf32_operands(("row", "col"), shape)
-            for lhs in (a, a[0]) if shape[0] > 1 else (a,):
-                assert torch.ops.tiles._bmm_path(lhs, b) == "hopper-wgmma tf32", shape
-                assert torch.ops.tiles._bmm_tile(lhs, b) == "128x128 ping-pong", shape
-                assert launched_tf32_ping_pong(cuda_kernel_names(lambda: torch.ops.tiles.bmm(lhs, b))), shape
-                out = poisoned_on_path(lhs, b, "hopper")
-                assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong picked {shape}")
-                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128 ping-pong")), shape
-                assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
-        a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 736))  # 23 k-blocks
-        assert torch.ops.tiles._bmm_tile(a, b) == "128x192"
-        assert not launched_tf32_ping_pong(cuda_kernel_names(lambda: torch.ops.tiles.bmm(a, b)))
-        for layouts in [("row", "row"), ("col", "row"), ("col", "col")]:
-            a, b = tf32_operands(layouts, (1, 2048, 3072, 768))
-            assert "ping-pong" not in torch.ops.tiles._bmm_tile(a, b), layouts
-        torch.set_float32_matmul_precision("highest")
-        a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 768))
-        assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
-    finally:
-        torch.set_float32_matmul_precision(old)
+    torch.set_float32_matmul_precision("high")
+    for shape in [(1, 2048, 3072, 768), (3, 1000, 1100, 1000), (1, 2048, 1024, 4096), (1, 2048, 768, 3072)]:
+        a, b = tf32_operands(("row", "col"), shape)
+        for lhs in (a, a[0]) if shape[0] > 1 else (a,):
+            assert torch.ops.tiles._bmm_path(lhs, b) == "hopper-wgmma tf32", shape
+            assert torch.ops.tiles._bmm_tile(lhs, b) == "128x128 ping-pong", shape
+            assert launched_tf32_ping_pong(cuda_kernel_names(lambda: torch.ops.tiles.bmm(lhs, b))), shape
+            out = poisoned_on_path(lhs, b, "hopper")
+            assert_bmm_close(out, lhs, b, FLOAT32_KINDS["high"][1], msg=f"ping-pong picked {shape}")
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128 ping-pong")), shape
+            assert torch.equal(out, torch.ops.tiles._bmm_on_path(lhs, b, "hopper-128")), shape
+    a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 736))  # 23 k-blocks
+    assert torch.ops.tiles._bmm_tile(a, b) == "128x192"
+    assert not launched_tf32_ping_pong(cuda_kernel_names(lambda: torch.ops.tiles.bmm(a, b)))
+    for layouts in [("row", "row"), ("col", "row"), ("col", "col")]:
+        a, b = tf32_operands(layouts, (1, 2048, 3072, 768))
+        assert "ping-pong" not in torch.ops.tiles._bmm_tile(a, b), layouts
+    torch.set_float32_matmul_precision("highest")
+    a, b = tf32_operands(("row", "col"), (1, 2048, 3072, 768))
+    assert torch.ops.tiles._bmm_tile(a, b) == "128x128"
 
 
 # 3xTF32 has 128 x 128 tiles only: over outputs of at most 64 x 64 (many small matrices, too much work for
@@ -1720,23 +1702,19 @@ def test_bmm_picks_ping_pong_for_long_nt_products():
 @pytest.mark.parametrize("layouts", LAYOUTS[:4], ids=["-".join(l) for l in LAYOUTS[:4]])
 def test_3xtf32_small_outputs_take_mma_sync(layouts):
     hopper_float32_expected()
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("highest")
-        small = tf32_operands(layouts, (512, 64, 64, 64))  # 2^27 multiply-adds, 2^21 outputs
-        wider = tf32_operands(layouts, (96, 512, 64, 512))
-        edges = (tf32_operands(layouts, (512, 65, 64, 64)), tf32_operands(layouts, (512, 64, 65, 64)))
-        assert all(small_float32(*ops) is None for ops in (small, wider) + edges)
-        assert torch.ops.tiles._bmm_path(*small) == "mma-sync 3xtf32"
-        for ops in (wider,) + edges:
-            assert torch.ops.tiles._bmm_path(*ops).startswith("hopper-wgmma 3xtf32")
-        for a, b in (small, wider):
-            assert_bmm_close(poisoned_bmm(a, b), a, b)
-        torch.set_float32_matmul_precision("high")
-        assert torch.ops.tiles._bmm_path(*small).startswith("hopper-wgmma tf32")
-        assert_bmm_close(poisoned_bmm(*small), *small, FLOAT32_KINDS["high"][1])
-    finally:
-        torch.set_float32_matmul_precision(old)
+    torch.set_float32_matmul_precision("highest")
+    small = tf32_operands(layouts, (512, 64, 64, 64))  # 2^27 multiply-adds, 2^21 outputs
+    wider = tf32_operands(layouts, (96, 512, 64, 512))
+    edges = (tf32_operands(layouts, (512, 65, 64, 64)), tf32_operands(layouts, (512, 64, 65, 64)))
+    assert all(small_float32(*ops) is None for ops in (small, wider) + edges)
+    assert torch.ops.tiles._bmm_path(*small) == "mma-sync 3xtf32"
+    for ops in (wider,) + edges:
+        assert torch.ops.tiles._bmm_path(*ops).startswith("hopper-wgmma 3xtf32")
+    for a, b in (small, wider):
+        assert_bmm_close(poisoned_bmm(a, b), a, b)
+    torch.set_float32_matmul_precision("high")
+    assert torch.ops.tiles._bmm_path(*small).startswith("hopper-wgmma tf32")
+    assert_bmm_close(poisoned_bmm(*small), *small, FLOAT32_KINDS["high"][1])
 
 
 # Q of at most 64 rows (attention's N = 64 products with a transposed operand) takes 64-wide TF32 tiles
@@ -1752,27 +1730,23 @@ NARROW_Q_SHAPES = [(20, 300, 64, 200), (3, 520, 40, 136), (1, 256, 64, 8192), (8
 @pytest.mark.parametrize("layouts", LAYOUTS, ids=["-".join(l) for l in LAYOUTS])
 def test_hopper_float32_narrow_q(layouts):
     hopper_float32_expected()
-    old = torch.get_float32_matmul_precision()
-    try:
-        for shape in NARROW_Q_SHAPES:
-            a, b = tf32_operands(layouts, shape)
-            torch.set_float32_matmul_precision("highest")
-            if not small_float32(a, b):
-                assert torch.ops.tiles._bmm_tile(a, b) == "128x128", shape
-            torch.set_float32_matmul_precision("high")
-            assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32"), shape
-            swapped = float32_tile(a, b, "1x2") == "2x1"
-            q_rows = shape[1] if swapped else shape[2]
-            tile = torch.ops.tiles._bmm_tile(a, b)
-            if q_rows <= 64:
-                assert tile == float32_tile(a, b, "128x64"), (shape, tile)
-            else:
-                assert "64" not in tile, (shape, tile)
-            out = poisoned_on_path(a, b, "hopper")
-            assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1])
-            assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # split-K sums in one order
-    finally:
-        torch.set_float32_matmul_precision(old)
+    for shape in NARROW_Q_SHAPES:
+        a, b = tf32_operands(layouts, shape)
+        torch.set_float32_matmul_precision("highest")
+        if not small_float32(a, b):
+            assert torch.ops.tiles._bmm_tile(a, b) == "128x128", shape
+        torch.set_float32_matmul_precision("high")
+        assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32"), shape
+        swapped = float32_tile(a, b, "1x2") == "2x1"
+        q_rows = shape[1] if swapped else shape[2]
+        tile = torch.ops.tiles._bmm_tile(a, b)
+        if q_rows <= 64:
+            assert tile == float32_tile(a, b, "128x64"), (shape, tile)
+        else:
+            assert "64" not in tile, (shape, tile)
+        out = poisoned_on_path(a, b, "hopper")
+        assert_bmm_close(out, a, b, FLOAT32_KINDS["high"][1])
+        assert torch.equal(out, torch.ops.tiles._bmm_on_path(a, b, "hopper"))  # split-K sums in one order
 
 
 @requires_cuda
@@ -1782,15 +1756,11 @@ def test_hopper_float32_split_k_tile(layouts):
     hopper_float32_expected()
     if sm_count() != 132:
         pytest.skip("the TF32 widths and splits were worked out for 132 SMs")
-    old = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("high")
-        for shape, tile in SPLIT_K_TILES.items():
-            a, b = tf32_operands(layouts, shape)
-            assert torch.ops.tiles._bmm_path(a, b) == "hopper-wgmma tf32 split-k", shape
-            assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
-    finally:
-        torch.set_float32_matmul_precision(old)
+    torch.set_float32_matmul_precision("high")
+    for shape, tile in SPLIT_K_TILES.items():
+        a, b = tf32_operands(layouts, shape)
+        assert torch.ops.tiles._bmm_path(a, b) == "hopper-wgmma tf32 split-k", shape
+        assert torch.ops.tiles._bmm_tile(a, b) == float32_tile(a, b, tile), shape
 
 
 def float32_path(a, b, tensor_cores):
@@ -1931,14 +1901,10 @@ def test_tf32_long_k_copies_read_an_operand_expanded_along_a_matrix_dim():
     batch, m, n, k = 2, 120, 4099, 1100
     a = make_tensor((batch, 1, k), torch.float32, "cuda").expand(batch, m, k)
     b = make_tensor((batch, k, 4104), torch.float32, "cuda")[:, :, :n]  # 16-byte rows: TMA's
-    old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
-    try:
-        assert copied_operands(a, b, False) == 1 and copies_preferred(a, b, "high")
-        assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32 copied")
-        assert_bmm_close(poisoned_bmm(a, b), a, b, FLOAT32_KINDS["high"][1])
-    finally:
-        torch.set_float32_matmul_precision(old)
+    assert copied_operands(a, b, False) == 1 and copies_preferred(a, b, "high")
+    assert torch.ops.tiles._bmm_path(a, b).startswith("hopper-wgmma tf32 copied")
+    assert_bmm_close(poisoned_bmm(a, b), a, b, FLOAT32_KINDS["high"][1])
 
 def float32_paths():
     """The kernels that compute float32 on this GPU, as _bmm_on_path names them."""
@@ -2087,23 +2053,19 @@ def test_small_tf32_products_on_unaligned_operands_take_the_tensor_cores():
     # kernel's FMAs at every size the slow-grid-tf32 preset timed (NOTES.md, N1h).
     mma_expected()
     f32 = lambda *shape: make_tensor(shape, torch.float32, "cuda")  # noqa: E731
-    old = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
-    try:
-        small = (f32(2, 408, 55), f32(2, 55, 13))  # b's rows 52 bytes apart: 4-byte copies
-        base_4_bytes_in = (f32(1, 512, 32), f32(1, 32, 1025)[:, :, 1:])
-        larger = (f32(8, 47, 74), f32(8, 74, 1254))  # 2^25 multiply-adds, 8-byte copies
-        aligned = (f32(2, 408, 56), f32(2, 56, 16))
-        for unaligned in (small, base_4_bytes_in, larger):
-            assert mma_copy_width(*unaligned) < 16
-            assert torch.ops.tiles._bmm_path(*unaligned).startswith("mma-sync tf32 unaligned")
-        assert torch.ops.tiles._bmm_path(*aligned).startswith(("hopper-wgmma tf32", "mma-sync tf32")), \
-            torch.ops.tiles._bmm_path(*aligned)
-        for a, b in (small, base_4_bytes_in, larger, aligned):
-            assert small_float32(a, b) is None
-            assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(torch.float32, "high")][1])
-    finally:
-        torch.set_float32_matmul_precision(old)
+    small = (f32(2, 408, 55), f32(2, 55, 13))  # b's rows 52 bytes apart: 4-byte copies
+    base_4_bytes_in = (f32(1, 512, 32), f32(1, 32, 1025)[:, :, 1:])
+    larger = (f32(8, 47, 74), f32(8, 74, 1254))  # 2^25 multiply-adds, 8-byte copies
+    aligned = (f32(2, 408, 56), f32(2, 56, 16))
+    for unaligned in (small, base_4_bytes_in, larger):
+        assert mma_copy_width(*unaligned) < 16
+        assert torch.ops.tiles._bmm_path(*unaligned).startswith("mma-sync tf32 unaligned")
+    assert torch.ops.tiles._bmm_path(*aligned).startswith(("hopper-wgmma tf32", "mma-sync tf32")), \
+        torch.ops.tiles._bmm_path(*aligned)
+    for a, b in (small, base_4_bytes_in, larger, aligned):
+        assert small_float32(a, b) is None
+        assert_bmm_close(poisoned_bmm(a, b), a, b, MMA_KINDS[(torch.float32, "high")][1])
 
 
 @requires_cuda
